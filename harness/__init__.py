@@ -1,0 +1,1 @@
+"""gather-harness: property-based correctness checks for distributed all_gather."""

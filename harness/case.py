@@ -1,0 +1,329 @@
+"""The case model: one example as plain data, and the recipes that turn it into tensors.
+
+A :class:`Case` is everything one example needs (BRIEF §2).  It is frozen, picklable,
+JSON-able and prints as one short line.  Ranks, the reference and repro scripts rebuild
+their tensors from it with :func:`make_input` and :func:`make_cotangent`, so the same case
+always yields the same bits everywhere.  This module imports only torch and the standard
+library: it runs inside rank processes and is inlined into repro scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+#: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
+#: variant reading storage directly (``data_ptr``, ``.view`` on the base, ...) is caught.
+LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided", "offset")
+#: Value recipes, simplest first (Hypothesis shrinks ``sampled_from`` toward the front).
+VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
+#: Cotangent recipes: exact small integers (sums are exact) or general floats.
+COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
+COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
+#: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
+_OUTSIDE_VIEW = 113
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What one rank holds: its input shape and layout, value recipe, and cotangent recipe."""
+
+    shape: tuple[int, ...]
+    layout: str = "contiguous"
+    values: str = "iota"
+    seed: int = 0
+    cotangent: str = "ints"
+    cotangent_layout: str = "contiguous"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        _check_choice("layout", self.layout, LAYOUTS)
+        _check_choice("values", self.values, VALUE_RECIPES)
+        _check_choice("cotangent", self.cotangent, COTANGENT_RECIPES)
+        _check_choice("cotangent_layout", self.cotangent_layout, COTANGENT_LAYOUTS)
+
+    def describe(self) -> str:
+        parts = [_shape_text(self.shape)]
+        if self.layout != "contiguous":
+            parts.append(self.layout)
+        parts.append(self.values if self.values == "iota" else f"{self.values}#{self.seed}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One example: world size (= ``len(ranks)``), backend, device, dim, dtype, per-rank specs.
+
+    ``grad`` is the gradient contract to check (``none`` skips the backward pass).
+    """
+
+    ranks: tuple[RankSpec, ...]
+    dim: int = 0
+    dtype: str = "float32"
+    grad: str = "none"
+    backend: str = "gloo"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ranks", tuple(self.ranks))
+        if not self.ranks:
+            raise ValueError("a case needs at least one rank")
+        ndim = len(self.ranks[0].shape)
+        if ndim == 0 or not -ndim <= self.dim < ndim:
+            raise ValueError(f"dim={self.dim} is out of range for {ndim}-d shapes")
+        d = self.dim % ndim
+        for r, spec in enumerate(self.ranks):
+            if len(spec.shape) != ndim or any(
+                a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i != d
+            ):
+                raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off dim {self.dim}")
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.ranks[0].shape)
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """Each rank's length along the gather dim."""
+        return tuple(spec.shape[self.dim] for spec in self.ranks)
+
+    @property
+    def is_ragged(self) -> bool:
+        return len(set(self.lengths)) > 1
+
+    def gathered_shape(self) -> tuple[int, ...]:
+        shape = list(self.ranks[0].shape)
+        shape[self.dim % self.ndim] = sum(self.lengths)
+        return tuple(shape)
+
+    def offset(self, rank: int) -> int:
+        """Where rank ``rank``'s slot starts along the gather dim of the result."""
+        return sum(self.lengths[:rank])
+
+    def describe(self) -> str:
+        """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``."""
+        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
+        return " | ".join([head] + [f"r{r} {spec.describe()}" for r, spec in enumerate(self.ranks)])
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Case":
+        ranks = tuple(RankSpec(**{**spec, "shape": tuple(spec["shape"])}) for spec in data["ranks"])
+        return cls(**{**data, "ranks": ranks})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Case":
+        return cls.from_dict(json.loads(text))
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def make_input(case: Case, rank: int, *, requires_grad: bool = False, device: str | None = None) -> torch.Tensor:
+    """Rebuild rank ``rank``'s input: values from its recipe, laid out as its spec says.
+
+    With ``requires_grad`` the *base* tensor is the leaf, so a non-contiguous input is a
+    differentiable view, as it would be in a model.
+    """
+    spec = case.ranks[rank]
+    dtype = torch_dtype(case.dtype)
+    values = make_values(spec.values, dtype, math.prod(spec.shape), rank=rank, seed=spec.seed)
+    x = _lay_out(values.reshape(spec.shape), spec.layout, requires_grad)
+    return x if device is None else x.to(device)
+
+
+def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch.Tensor:
+    """The cotangent C_rank that rank ``rank`` feeds to ``Y.backward``; different on every rank."""
+    spec = case.ranks[rank]
+    dtype = torch_dtype(case.dtype)
+    shape = case.gathered_shape()
+    n = math.prod(shape)
+    if spec.cotangent == "ints":
+        values = _small_ints(n, rank, spec.seed, dtype)
+    else:
+        values = _normal(n, rank, spec.seed, dtype)
+    c = _lay_out(values.reshape(shape), spec.cotangent_layout, requires_grad=False)
+    return c if device is None else c.to(device)
+
+
+def make_values(recipe: str, dtype: torch.dtype, n: int, *, rank: int, seed: int) -> torch.Tensor:
+    """``n`` values of ``dtype`` from ``recipe``, distinct per rank where the dtype allows."""
+    if recipe == "iota":
+        return _iota(n, rank, dtype)
+    if recipe == "padding":
+        return _padding_like(n, rank, dtype)
+    if recipe == "special":
+        return _special(n, rank, seed, dtype)
+    if recipe == "random":
+        return _random_bits(n, rank, seed, dtype)
+    raise ValueError(f"unknown value recipe {recipe!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# value recipes
+
+
+def _generator(rank: int, seed: int, salt: str) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(zlib.crc32(f"{salt}:{seed}:{rank}".encode()))
+    return g
+
+
+def _exact_int_limit(dtype: torch.dtype) -> int:
+    """Largest magnitude up to which every integer is exact in ``dtype`` (bounded for iota)."""
+    if dtype == torch.bool:
+        return 1
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return int(torch.iinfo(dtype).max)
+    mantissa = {torch.float16: 11, torch.bfloat16: 8}.get(dtype, 24)
+    return 2**mantissa
+
+
+def _iota(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
+    """Distinct per element and per rank (modulo the dtype's exact range): misordering shows."""
+    i = torch.arange(n, dtype=torch.int64)
+    if dtype == torch.bool:
+        return ((i + rank) % 2).bool()
+    limit = _exact_int_limit(dtype)
+    if dtype == torch.uint8:
+        v = (i + 1 + 37 * rank) % 256
+    else:
+        v = (i + 1 + 100 * rank) % min(limit, 2**31)
+    if dtype.is_complex:
+        real = v.to(torch.float64)
+        return torch.complex(real, -real - 0.5).to(dtype)
+    return v.to(dtype)
+
+
+def _padding_like(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
+    """Values a careless unpadder takes for padding: 0, -1 and NaN, with a few real values."""
+    i = torch.arange(n, dtype=torch.int64)
+    if dtype == torch.bool:
+        return torch.zeros(n, dtype=torch.bool)
+    pattern = (i + rank) % 4
+    if dtype.is_floating_point or dtype.is_complex:
+        table = torch.tensor([0.0, -1.0, float("nan"), float(rank + 1)], dtype=torch.float64)
+        v = table[pattern]
+        return torch.complex(v, v.flip(0)).to(dtype) if dtype.is_complex else v.to(dtype)
+    table = torch.tensor([0, -1 if dtype.is_signed else 255, 0, rank + 1], dtype=torch.int64)
+    return table[pattern].to(dtype)
+
+
+def _special_floats(dtype: torch.dtype) -> torch.Tensor:
+    """NaNs with payloads and signs, ±inf, ±0, subnormals, extremes, as raw bits of ``dtype``."""
+    base = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+    info = torch.finfo(base)
+    plain = torch.tensor(
+        [float("inf"), float("-inf"), 0.0, -0.0, info.tiny, -info.tiny, info.max, info.min,
+         info.smallest_normal / 2, 1.0, -1.0, float("nan")],
+        dtype=torch.float64,
+    ).to(base)
+    # NaNs with payloads built from bits: quiet NaN with low payload, negative NaN, signalling-ish.
+    bits_dtype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[plain.element_size()]
+    nan_bits = plain[-1:].view(bits_dtype)
+    payloads = torch.cat([nan_bits | 1, nan_bits | 5, -(nan_bits.abs()) | 3]).view(base)
+    smallest_subnormal = torch.tensor([1], dtype=bits_dtype).view(base)
+    return torch.cat([plain, payloads, smallest_subnormal, -smallest_subnormal])
+
+
+def _special(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bool:
+        return ((torch.arange(n) + rank + seed) % 3 == 0)
+    if dtype.is_floating_point or dtype.is_complex:
+        table = _special_floats(dtype)
+    else:
+        info = torch.iinfo(dtype)
+        table = torch.tensor([0, -1 if info.min < 0 else 1, info.min, info.max, 1, info.max - 1], dtype=torch.int64).to(dtype)
+    idx = (torch.arange(n) * 5 + rank * 3 + seed) % len(table)
+    if dtype.is_complex:
+        imag_idx = (idx + 1 + rank) % len(table)
+        pair = torch.stack([table[idx], table[imag_idx]], dim=-1).contiguous()
+        return pair.view(dtype).reshape(n)
+    return table[idx]
+
+
+def _random_bits(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    """Uniform over every bit pattern of ``dtype``: its whole range, NaN payloads included."""
+    g = _generator(rank, seed, "values")
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        parts = 2 if dtype.is_complex else 1
+        bits_dtype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize // parts]
+        info = torch.iinfo(bits_dtype)
+        raw = torch.randint(info.min, info.max, (n * parts,), generator=g, dtype=torch.int64).to(bits_dtype)
+        return raw.view(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def _small_ints(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    """Integers in [-4, 4], different on every rank: any sum of up to 8 of them is exact."""
+    i = torch.arange(n, dtype=torch.int64)
+    real = (i * 7 + rank * 13 + seed) % 9 - 4
+    if dtype.is_complex:
+        imag = (i * 5 + rank * 11 + seed + 3) % 9 - 4
+        return torch.complex(real.double(), imag.double()).to(dtype)
+    return real.to(dtype)
+
+
+def _normal(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    g = _generator(rank, seed, "cotangent")
+    real = torch.randn(n, generator=g, dtype=torch.float64)
+    if dtype.is_complex:
+        imag = torch.randn(n, generator=g, dtype=torch.float64)
+        return torch.complex(real, imag).to(dtype)
+    return real.to(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts
+
+
+def _lay_out(values: torch.Tensor, layout: str, requires_grad: bool) -> torch.Tensor:
+    """Place ``values`` (contiguous, final shape) into a tensor with the given layout."""
+    shape = tuple(values.shape)
+    if layout == "transposed" and len(shape) >= 2:
+        base = values.permute(*reversed(range(len(shape)))).contiguous()
+        return _leaf(base, requires_grad).permute(*reversed(range(len(shape))))
+    if layout in ("strided", "transposed"):
+        wide = shape[:-1] + (2 * shape[-1],)
+        base = torch.full(wide, _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
+        base[..., ::2] = values
+        return _leaf(base, requires_grad)[..., ::2]
+    if layout == "offset":
+        pad = 3
+        base = torch.full((values.numel() + pad,), _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
+        base[pad:] = values.reshape(-1)
+        return _leaf(base, requires_grad)[pad:].view(shape)
+    return _leaf(values.clone(), requires_grad)
+
+
+def _leaf(base: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    return base.requires_grad_(True) if requires_grad else base
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ",".join(str(n) for n in shape) + ")"
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}, but should be one of {choices}")

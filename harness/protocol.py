@@ -1,0 +1,82 @@
+"""The messages between the pool controller and its rank processes.
+
+Messages are ``(name, payload)`` pairs sent as pickled bytes (plain :mod:`pickle`, so tensors
+travel by value and never through shared memory that a dying rank would take with it).
+The set is closed: controller -> rank ``run`` / ``call`` / ``stop``; rank -> controller
+``ready`` / ``result``.  This module imports only the standard library and torch types.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+TO_RANK = ("run", "call", "stop")
+FROM_RANK = ("ready", "result")
+
+
+@dataclass(frozen=True)
+class RankInit:
+    """What a freshly started rank needs to join its group."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: str
+    store_host: str
+    store_port: int
+    store_prefix: str
+    group_timeout_s: float
+    log_path: str
+    stack_path: str
+    sys_path: tuple[str, ...]
+    cwd: str
+    driver_pid: int
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Run ``target`` on a case: forward, optional backward, optional second call."""
+
+    case: Any  # harness.case.Case (kept untyped so this module stays import-light)
+    target: str
+    check_grad: bool
+    repeat: bool = True
+
+
+@dataclass
+class RankResult:
+    """Everything one rank observed; tensors are detached CPU copies with their strides kept.
+
+    ``output`` is the first call's result as copied right after that call; ``output_later``
+    is the same tensor object as it reads after the backward pass and the second call (a
+    shared buffer shows up as a difference); ``repeat_output`` is the second call's result.
+    """
+
+    rank: int
+    output: Any = None
+    output_device: str | None = None
+    output_requires_grad: bool = False
+    output_later: Any = None
+    repeat_output: Any = None
+    grad: Any = None
+    input_after: Any = None
+    input_stride_after: tuple[int, ...] | None = None
+    error: str | None = None
+    error_type: str | None = None
+    error_phase: str | None = None
+    collectives: list[str] = field(default_factory=list)
+    bytes_sent: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    value: Any = None  # the return value of a ``call``
+
+
+def send(conn: Connection, name: str, payload: Any) -> None:
+    conn.send_bytes(pickle.dumps((name, payload), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def receive(conn: Connection) -> tuple[str, Any]:
+    name, payload = pickle.loads(conn.recv_bytes())
+    return name, payload
