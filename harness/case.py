@@ -46,11 +46,14 @@ class RankSpec:
         _check_choice("cotangent", self.cotangent, COTANGENT_RECIPES)
         _check_choice("cotangent_layout", self.cotangent_layout, COTANGENT_LAYOUTS)
 
-    def describe(self) -> str:
+    def describe(self, *, with_cotangent: bool = False) -> str:
         parts = [_shape_text(self.shape)]
         if self.layout != "contiguous":
             parts.append(self.layout)
         parts.append(self.values if self.values == "iota" else f"{self.values}#{self.seed}")
+        if with_cotangent:
+            layout = "" if self.cotangent_layout == "contiguous" else f" {self.cotangent_layout}"
+            parts.append(f"C={self.cotangent}{layout}")
         return " ".join(parts)
 
 
@@ -111,7 +114,8 @@ class Case:
     def describe(self) -> str:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``."""
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
-        return " | ".join([head] + [f"r{r} {spec.describe()}" for r, spec in enumerate(self.ranks)])
+        grad = self.grad != "none"
+        return " | ".join([head] + [f"r{r} {spec.describe(with_cotangent=grad)}" for r, spec in enumerate(self.ranks)])
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -136,15 +140,21 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def make_input(case: Case, rank: int, *, requires_grad: bool = False, device: str | None = None) -> torch.Tensor:
+def make_input(
+    case: Case, rank: int, *, requires_grad: bool = False, device: str | None = None, companion: bool = False
+) -> torch.Tensor:
     """Rebuild rank ``rank``'s input: values from its recipe, laid out as its spec says.
 
     With ``requires_grad`` the *base* tensor is the leaf, so a non-contiguous input is a
-    differentiable view, as it would be in a model.
+    differentiable view, as it would be in a model.  ``companion`` gives the same shape and
+    layout with every bit inverted: the input of the second call of the stability check,
+    which differs from the first in every element, so a shared output buffer shows.
     """
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
     values = make_values(spec.values, dtype, math.prod(spec.shape), rank=rank, seed=spec.seed)
+    if companion:
+        values = values.logical_not() if dtype == torch.bool else values.view(torch.uint8).bitwise_not().view(dtype)
     x = _lay_out(values.reshape(spec.shape), spec.layout, requires_grad)
     return x if device is None else x.to(device)
 
@@ -217,7 +227,7 @@ def _padding_like(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
     i = torch.arange(n, dtype=torch.int64)
     if dtype == torch.bool:
         return torch.zeros(n, dtype=torch.bool)
-    pattern = (i + rank) % 4
+    pattern = i % 4  # the same on every rank, so dropping a rank keeps the zeros in front
     if dtype.is_floating_point or dtype.is_complex:
         table = torch.tensor([0.0, -1.0, float("nan"), float(rank + 1)], dtype=torch.float64)
         v = table[pattern]
@@ -275,13 +285,21 @@ def _random_bits(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tens
 
 
 def _small_ints(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Integers in [-4, 4], different on every rank: any sum of up to 8 of them is exact."""
+    """Nonzero integers in [-4, 4], different on every rank: any sum of 8 of them is exact.
+
+    Never zero, so a gradient that misses one rank's term is always off.
+    """
     i = torch.arange(n, dtype=torch.int64)
-    real = (i * 7 + rank * 13 + seed) % 9 - 4
+    real = _nonzero((i * 7 + rank * 13 + seed) % 8 - 4)
     if dtype.is_complex:
-        imag = (i * 5 + rank * 11 + seed + 3) % 9 - 4
+        imag = _nonzero((i * 5 + rank * 11 + seed + 3) % 8 - 4)
         return torch.complex(real.double(), imag.double()).to(dtype)
     return real.to(dtype)
+
+
+def _nonzero(v: torch.Tensor) -> torch.Tensor:
+    """Map -4..3 onto -4..-1, 1..4."""
+    return v + (v >= 0).to(v.dtype)
 
 
 def _normal(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
@@ -321,7 +339,7 @@ def _leaf(base: torch.Tensor, requires_grad: bool) -> torch.Tensor:
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
-    return "(" + ",".join(str(n) for n in shape) + ")"
+    return "(" + ",".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

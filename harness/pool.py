@@ -35,6 +35,8 @@ from harness.protocol import RankInit, RankResult, RunRequest, receive, send
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
+#: How long ranks may sit unchanged inside mismatched collectives before it counts as desync.
+STALL_S = 1.0
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
 DEFAULT_TIMEOUT_S = 10.0
@@ -202,7 +204,7 @@ class RankSet:
         outcome.fault = _classify(results, [not p.is_alive() for p in self.procs])
         if outcome.fault or outcome.errors:
             outcome.faults = self._diagnose(results, log_offsets) if outcome.fault else []
-            if outcome.fault == "hang" and _blocked_in_different_collectives(outcome.faults):
+            if outcome.fault == "hang" and _blocked_in_different_collectives(outcome.faults, results):
                 outcome.fault = "desync"
             self.kill()  # a rank that raised or blocked may have left the group out of step
         outcome.elapsed_s = time.perf_counter() - started
@@ -226,11 +228,12 @@ class RankSet:
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = {p.sentinel: r for r, p in enumerate(self.procs)}
         deadline = time.monotonic() + timeout
+        stall = _StallWatch(self.last)
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for item in wait(list(pending) + list(sentinels), timeout=remaining):
+            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, stall.poll_s)):
                 if item in sentinels:
                     del sentinels[item]
                     deadline = min(deadline, time.monotonic() + GRACE_S)
@@ -239,6 +242,8 @@ class RankSet:
                     results[r] = _receive_result(item)
                     if results[r] is None or results[r].error:
                         deadline = min(deadline, time.monotonic() + GRACE_S)
+            if pending and stall.desynced(sorted(pending.values()), len(pending) < self.world_size):
+                break
         return results
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
@@ -393,11 +398,39 @@ def _classify(results: list[RankResult | None], dead: list[bool]) -> str | None:
     return None
 
 
-def _blocked_in_different_collectives(faults: list[RankFault]) -> bool:
-    """Every rank is stuck inside a collective, but not all inside the same one."""
-    entered = [f.last_collective for f in faults]
-    inside = all(e.startswith("#") and not e.endswith("(returned)") for e in entered)
-    return inside and len(set(entered)) > 1
+def _inside_collective(entry: str) -> bool:
+    return entry.startswith("#") and not entry.endswith("(returned)")
+
+
+def _blocked_in_different_collectives(faults: list[RankFault], results: list[RankResult | None]) -> bool:
+    """Every blocked rank waits inside a collective that cannot complete: the ranks disagree
+    on which collective comes next, or a peer already returned without entering it."""
+    entered = [f.last_collective for f in faults if f.state == "blocked"]
+    someone_returned = any(res is not None and not res.error for res in results)
+    return bool(entered) and all(map(_inside_collective, entered)) and (len(set(entered)) > 1 or someone_returned)
+
+
+class _StallWatch:
+    """Spots a desync early: blocked ranks sit in mismatched collectives and nothing moves.
+
+    Waiting for the full timeout would cost seconds per shrink step; a desynced group
+    never recovers, so :data:`STALL_S` without progress is proof enough.
+    """
+
+    poll_s = 0.1
+
+    def __init__(self, last: list[Any]) -> None:
+        self.last = last
+        self.snapshot: tuple[str, ...] | None = None
+        self.since = time.monotonic()
+
+    def desynced(self, pending: list[int], someone_returned: bool) -> bool:
+        entries = tuple(self.last[r].value.decode(errors="replace") for r in pending)
+        if entries != self.snapshot:
+            self.snapshot, self.since = entries, time.monotonic()
+            return False
+        mismatched = all(map(_inside_collective, entries)) and (len(set(entries)) > 1 or someone_returned)
+        return mismatched and time.monotonic() - self.since >= STALL_S
 
 
 def _fault_summary(outcome: Outcome) -> str:

@@ -38,7 +38,12 @@ class RankInit:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Run ``target`` on a case: forward, optional backward, optional second call."""
+    """Run ``target`` on a case: forward, optional backward, optional further calls.
+
+    With ``repeat`` the rank calls the target twice more: on the companion input (every
+    bit inverted: a shared output buffer would change the first result) and on the
+    original input again (the same case must give the same bits).
+    """
 
     case: Any  # harness.case.Case (kept untyped so this module stays import-light)
     target: str
@@ -51,8 +56,9 @@ class RankResult:
     """Everything one rank observed; tensors are detached CPU copies with their strides kept.
 
     ``output`` is the first call's result as copied right after that call; ``output_later``
-    is the same tensor object as it reads after the backward pass and the second call (a
-    shared buffer shows up as a difference); ``repeat_output`` is the second call's result.
+    is the same tensor object as it reads after the backward pass and the further calls (a
+    shared buffer shows up as a difference); ``companion_output`` is the result on the
+    companion input and ``repeat_output`` the third call's, on the original input again.
     """
 
     rank: int
@@ -60,6 +66,7 @@ class RankResult:
     output_device: str | None = None
     output_requires_grad: bool = False
     output_later: Any = None
+    companion_output: Any = None
     repeat_output: Any = None
     grad: Any = None
     input_after: Any = None

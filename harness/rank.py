@@ -155,8 +155,10 @@ def on_run(init: RankInit, log: CollectiveLog, request: RunRequest) -> RankResul
             result.grad = _gradient(y, x, make_cotangent(case, init.rank, device=_device(init)))
         if request.repeat:
             phase = "repeat"
-            result.repeat_output = _cpu(gather(x, case.dim))
+            companion = make_input(case, init.rank, device=_device(init), companion=True)
+            result.companion_output = _cpu(gather(companion, case.dim))
             result.output_later = _cpu(y)
+            result.repeat_output = _cpu(gather(x, case.dim))
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
     except BaseException as exc:  # report everything, including SystemExit from a variant
@@ -192,13 +194,18 @@ def _gradient(y: Any, x: torch.Tensor, cotangent: torch.Tensor) -> Any:
 def _record_output(result: RankResult, y: Any) -> None:
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"gather returned a {type(y).__name__}, not a Tensor")
-    result.output = _cpu(y)
     result.output_device = str(y.device)
     result.output_requires_grad = y.requires_grad
+    result.output = _cpu(y)
 
 
-def _cpu(t: torch.Tensor) -> torch.Tensor:
-    """A detached CPU copy with the same strides (``clone`` preserves dense layouts)."""
+def _cpu(t: torch.Tensor) -> torch.Tensor | None:
+    """A detached CPU copy with the same strides (``clone`` preserves dense layouts).
+
+    ``None`` for a meta tensor, which has no values: the device check reports it.
+    """
+    if t.device.type == "meta":
+        return None
     return t.detach().to("cpu", copy=True) if t.device.type != "cpu" else t.detach().clone()
 
 

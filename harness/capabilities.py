@@ -1,0 +1,129 @@
+"""The backend capability matrix, measured on real ranks, never assumed.
+
+Which dtypes each collective accepts changes between torch releases (torch 2.13's gloo
+accepts ``all_reduce`` on bool, which older notes say it rejects), so the harness asks the
+installed torch: two ranks run every (op, dtype) cell and report ``ok`` only when the op
+returned the right values.  Strategies draw only dtypes whose ``all_gather`` cell is ok.
+Measured once per process and backend/device (about a second), then kept in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from harness.contract import ALL_DTYPES
+
+#: Beyond the harness's dtypes, probe the ones backends are known to reject.
+PROBED_DTYPES: tuple[str, ...] = ALL_DTYPES + ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
+OPS: tuple[str, ...] = ("all_gather", "all_gather_into_tensor", "all_reduce", "reduce_scatter_tensor", "all_to_all_single", "broadcast")
+PROBE_WORLD_SIZE = 2
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """``cells[(dtype, op)]`` is ``"ok"`` or the one-line reason the op failed."""
+
+    backend: str
+    device: str
+    torch_version: str
+    cells: dict[tuple[str, str], str]
+
+    def supports(self, dtype: str, op: str = "all_gather") -> bool:
+        return self.cells.get((dtype, op)) == "ok"
+
+    def gather_dtypes(self) -> tuple[str, ...]:
+        """The harness dtypes the backend can all_gather: what strategies may draw."""
+        return tuple(d for d in ALL_DTYPES if self.supports(d))
+
+    def table(self) -> str:
+        """A fixed-width matrix: one row per dtype, one column per op."""
+        width = max(len(op) for op in OPS)
+        lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({PROBE_WORLD_SIZE} ranks)",
+                 "dtype".ljust(14) + " ".join(op.ljust(width) for op in OPS)]
+        for dtype in PROBED_DTYPES:
+            marks = ["yes" if self.supports(dtype, op) else "no" for op in OPS]
+            lines.append(dtype.ljust(14) + " ".join(mark.ljust(width) for mark in marks))
+        return "\n".join(lines)
+
+
+_MEASURED: dict[tuple[str, str], Capabilities] = {}
+
+
+def measure(pool, backend: str = "gloo", device: str = "cpu") -> Capabilities:
+    """The capability matrix of ``backend``/``device``, probed on ranks of ``pool`` once per process."""
+    key = (backend, device)
+    if key not in _MEASURED:
+        world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
+        results = pool.call(world, "harness.capabilities:probe_on_rank", backend=backend, device=device, timeout=60)
+        first = results[0]
+        if first is None or first.error:
+            raise RuntimeError(f"capability probe failed on {backend}/{device}: {first.error if first else 'rank died'}")
+        _MEASURED[key] = Capabilities(backend, device, torch.__version__, first.value)
+    return _MEASURED[key]
+
+
+def probe_on_rank() -> dict[tuple[str, str], str]:
+    """Run inside every rank: try each (dtype, op) and check the values it produced.
+
+    gloo raises a Python error for an unsupported dtype on every rank alike, before any
+    communication, so one failing cell leaves the group usable for the next.
+    """
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    cells: dict[tuple[str, str], str] = {}
+    for name in PROBED_DTYPES:
+        dtype = getattr(torch, name, None)
+        for op in OPS:
+            if dtype is None:
+                cells[(name, op)] = "not in this torch"
+                continue
+            try:
+                cells[(name, op)] = "ok" if _run_op(op, dtype, device) else "wrong values"
+            except Exception as exc:  # the reason is the measurement
+                cells[(name, op)] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    return cells
+
+
+def _filled(value: int, dtype: torch.dtype, device: str, n: int) -> torch.Tensor:
+    """``n`` elements whose raw bytes all equal ``value``: exact in every dtype, no casts.
+
+    A bool byte must be 0 or 1, so bools get the value's parity.
+    """
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    value = value % 2 if dtype == torch.bool else value
+    return torch.full((n * itemsize,), value, dtype=torch.uint8, device=device).view(dtype)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
+
+
+def _run_op(op: str, dtype: torch.dtype, device: str) -> bool:
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mine = _filled(rank + 1, dtype, device, 3)
+    everyone = torch.cat([_filled(r + 1, dtype, device, 3) for r in range(world)])
+    if op == "all_gather":
+        pieces = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(pieces, mine)
+        return _same(torch.cat(pieces), everyone)
+    if op == "all_gather_into_tensor":
+        out = torch.empty_like(everyone)
+        dist.all_gather_into_tensor(out, mine)
+        return _same(out, everyone)
+    if op == "broadcast":
+        data = mine.clone()
+        dist.broadcast(data, 0)
+        return _same(data, _filled(1, dtype, device, 3))
+    if op == "all_to_all_single":
+        out = torch.empty_like(everyone)
+        dist.all_to_all_single(out, mine.repeat(world))
+        return _same(out, everyone)
+    data = _filled(0, dtype, device, 3 * world)  # zeros sum to zeros exactly in every dtype
+    if op == "all_reduce":
+        dist.all_reduce(data)
+        return _same(data, _filled(0, dtype, device, 3 * world))
+    out = _filled(0, dtype, device, 3)
+    dist.reduce_scatter_tensor(out, data)
+    return _same(out, _filled(0, dtype, device, 3))

@@ -1,0 +1,238 @@
+"""Search for counterexamples: Hypothesis draws cases, the pool runs them, the checks judge.
+
+This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
+catalogue report.  Each property raises its own exception type, so Hypothesis tracks
+(and shrinks) a separate minimal counterexample per broken property; the last failing run
+of each type is the minimal one, and is kept as a :class:`Finding`.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import hypothesis
+from hypothesis import event, given, note, settings
+
+import strategies
+from harness import capabilities
+from harness.case import Case
+from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, de_facto_contract
+from harness.contract import Contract, UsageError
+from harness.pool import Outcome, Pool, shared_pool
+
+
+class PropertyViolation(AssertionError):
+    """Raised inside the Hypothesis test when a case breaks a property."""
+
+
+#: One exception type per property: Hypothesis keeps one minimal example per type.
+VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {
+    prop: type(prop.title().replace("-", "") + "Violation", (PropertyViolation,), {}) for prop in PROPERTIES
+}
+
+
+@dataclass
+class Finding:
+    """A minimal counterexample for one property."""
+
+    property: str
+    kind: str
+    case: Case
+    message: str
+    violations: list[Violation]
+    repro: str | None = None
+
+    def to_json(self) -> dict:
+        return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),
+                "case_line": self.case.describe(), "message": self.message, "repro": self.repro}
+
+
+@dataclass
+class Progress:
+    """Live counters for progress lines; ``current`` is the case being run."""
+
+    examples: int = 0
+    failures: int = 0
+    started: float = field(default_factory=time.monotonic)
+    current: Case | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.examples / max(1e-9, time.monotonic() - self.started)
+
+
+@dataclass
+class CheckReport:
+    """The result of checking one target against one contract."""
+
+    target: str
+    contract: Contract
+    examples: int
+    elapsed_s: float
+    findings: list[Finding]
+    misuse_findings: list[Finding] = field(default_factory=list)
+    misuse_examples: int = 0
+    de_facto: dict[str, int] = field(default_factory=dict)
+    seed: int | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if self.findings or self.misuse_findings else "pass"
+
+    def de_facto_semantics(self) -> str:
+        """The gradient contract the gradients matched most often (over cases with gradients)."""
+        if not self.de_facto:
+            return "n/a"
+        return max(self.de_facto.items(), key=lambda item: item[1])[0]
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "verdict": self.verdict,
+            "examples": self.examples,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "violations": [f.to_json() for f in self.findings + self.misuse_findings],
+            "contract": self.contract.describe(),
+            "de_facto_gradient": self.de_facto_semantics(),
+        }
+
+
+def run_check(
+    target: str,
+    contract: Contract,
+    *,
+    max_examples: int | None = None,
+    duration_s: float | None = None,
+    seed: int | None = None,
+    timeout: float = 10.0,
+    probe_misuse: bool = False,
+    pool: Pool | None = None,
+    track_semantics: bool = False,
+    on_example: Callable[[Progress], None] | None = None,
+    base_settings: settings | None = None,
+) -> CheckReport:
+    """Check ``target`` against ``contract`` on real process groups; shrink every failure.
+
+    ``duration_s`` replaces the example count with a time budget: batches of examples run
+    until it is spent or something fails.  The active Hypothesis profile supplies the rest.
+    """
+    pool = pool or shared_pool(timeout)
+    backend, device = contract.backends[0], contract.devices[0]
+    caps = capabilities.measure(pool, backend, device)
+    dtypes = tuple(d for d in contract.dtypes if caps.supports(d))
+    if not dtypes:
+        raise UsageError(f"--dtypes: none of {', '.join(contract.dtypes)} is supported by {backend}/{device} "
+                         f"(supported: {', '.join(caps.gather_dtypes())})")
+    progress = Progress()
+    semantics: collections.Counter[str] = collections.Counter()
+    started = time.monotonic()
+    case_strategy = strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device)
+    findings = _search(case_strategy, lambda case: _judge(pool, target, case, timeout, semantics if track_semantics else None),
+                       progress, on_example, max_examples, duration_s, seed, base_settings)
+    report = CheckReport(target, contract, progress.examples, 0.0, findings, seed=seed, de_facto=dict(semantics))
+    if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
+        misuse_progress = Progress()
+        misuse_strategy = strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes())
+        report.misuse_findings = _search(misuse_strategy, lambda case: _judge_misuse(pool, target, case, timeout),
+                                         misuse_progress, on_example, max_examples, duration_s, seed, base_settings)
+        report.misuse_examples = misuse_progress.examples
+    report.elapsed_s = time.monotonic() - started
+    return report
+
+
+def _judge(pool: Pool, target: str, case: Case, timeout: float, semantics: collections.Counter | None) -> list[Violation]:
+    outcome = pool.run(case, target, timeout=timeout)
+    if semantics is not None and case.grad != "none":
+        label = de_facto_contract(outcome)
+        if label != "unknown":
+            semantics[label] += 1
+    _note_outcome(outcome)
+    return check_outcome(outcome)
+
+
+def _judge_misuse(pool: Pool, target: str, case: Case, timeout: float) -> list[Violation]:
+    outcome = pool.run(case, target, timeout=timeout)
+    _note_outcome(outcome)
+    return check_misuse(outcome)
+
+
+def _search(
+    case_strategy,
+    judge: Callable[[Case], list[Violation]],
+    progress: Progress,
+    on_example: Callable[[Progress], None] | None,
+    max_examples: int | None,
+    duration_s: float | None,
+    seed: int | None,
+    base_settings: settings | None,
+) -> list[Finding]:
+    """Run Hypothesis over ``case_strategy`` and return one minimal finding per property."""
+    found: dict[str, Finding] = {}
+
+    def body(case: Case) -> None:
+        progress.examples += 1
+        progress.current = case
+        for label in strategies.coverage_events(case):
+            event(label)
+        violations = judge(case)
+        if on_example is not None:
+            on_example(progress)
+        if violations:
+            first = violations[0]
+            found[first.property] = Finding(first.property, first.kind, case, format_violations(case, violations), violations)
+            progress.failures = len(found)
+            raise VIOLATION_TYPES[first.property](found[first.property].message)
+
+    active = base_settings or settings()
+    batch = max_examples or active.max_examples
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    run = 0
+    while True:
+        test = settings(active, max_examples=batch if deadline is None else min(batch, 200))(given(case_strategy)(body))
+        if seed is not None:
+            test = hypothesis.seed(seed + run)(test)
+        try:
+            test()
+        except PropertyViolation:
+            pass
+        except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
+            _reraise_unless_violations(group)
+        run += 1
+        if found or deadline is None or time.monotonic() >= deadline:
+            break
+    return [found[p] for p in PROPERTIES if p in found]
+
+
+def _reraise_unless_violations(group: BaseExceptionGroup) -> None:
+    rest = group.subgroup(lambda exc: not isinstance(exc, (PropertyViolation, BaseExceptionGroup)))
+    if rest is not None:
+        raise rest
+
+
+def format_violations(case: Case, violations: list[Violation]) -> str:
+    """The counterexample text: the property, the case line, and what each rank got."""
+    first = violations[0]
+    lines = [f"property violated: {first.property} ({first.kind})", f"case: {case.describe()}"]
+    lines += ["  " + v.describe().replace("\n", "\n  ") for v in violations[:8]]
+    if len(violations) > 8:
+        lines.append(f"  … and {len(violations) - 8} more violation(s)")
+    return "\n".join(lines)
+
+
+def _note_outcome(outcome: Outcome) -> None:
+    """Per-rank shapes and errors as Hypothesis notes: printed with the minimal example."""
+    case = outcome.case
+    note(f"case: {case.describe()}")
+    for result in outcome.results:
+        if result is None:
+            continue
+        shape = None if result.output is None else tuple(result.output.shape)
+        note(f"rank {result.rank}: output shape {shape}, collectives {result.collectives}"
+             + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
+
+
+__all__ = ["CheckReport", "Finding", "Progress", "PropertyViolation", "VIOLATION_TYPES", "format_violations",
+           "run_check"]

@@ -1,0 +1,175 @@
+"""The single-process reference: what a correct gather returns and what gradient it gives.
+
+Everything is rebuilt from the :class:`~harness.case.Case` with ``make_input`` and
+``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
+reference shares no code path with the variants under test.  This package imports neither
+pytest nor Hypothesis: checks, the CLI and repro scripts all use it.
+
+Gradient tolerance (BRIEF §3, §4.3).  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
+cotangents already rounded to the case dtype), ``eps`` the machine epsilon of the dtype
+(float16 2^-10, bfloat16 2^-7, float32 2^-23, float64 2^-52) and ``ulp(x)`` the spacing of
+the dtype at ``x``, the allowed absolute error of each gradient element is::
+
+    local                        0                      (a copy: must be exact)
+    sum    (W-1)·eps·A        + ½·ulp(exact)
+    mean   ((W-1)·eps·A + eps·A)/W + ½·ulp(exact)  =  eps·A + ½·ulp(exact)
+
+Why: recursive summation of W floats, in *any* order or tree, errs by at most
+γ_{W-1}·A with γ_k = k·u/(1-k·u) and u = eps/2 the unit roundoff; (W-1)·eps·A is at least
+that for every dtype and W <= 8, with a factor ~2 to spare.  The ½ ulp covers a variant that
+accumulates in a wider type and rounds once at the end.  ``mean`` divides by W: one more
+rounding per term (or of the sum) costs at most eps·A/W more, and the sum being of terms
+C_s/W scales the summation error by 1/W.
+
+The bound is 0 wherever the result is exact whatever the order:
+
+- ``local``, and any contract at W = 1 (a copy, a sum of one term, a division by 1);
+- ``sum`` at each element whose terms are all integers with A <= 2^p (p the dtype's
+  significand bits: float16 11, bfloat16 8, float32 24, float64 53): every partial sum is
+  then an integer of magnitude <= 2^p, which the dtype holds exactly.  The cotangent recipe
+  ``ints`` (small integers, |C| <= 4) on every rank gives that everywhere: with W <= 8,
+  A <= 32, so the bound is 0 for the whole gradient.  The rule is checked on the data, not
+  assumed from the recipe name, so it stays right if a recipe changes;
+- ``mean`` at such elements when W is a power of two: dividing integers by 2^k is exact
+  too.  For other W the division rounds, and the float rule applies.
+
+Complex dtypes add real and imaginary parts separately, so the rule is applied to each
+part with the eps of the component dtype (complex64: float32's); ``bound`` holds the larger
+of the two parts' bounds and :func:`within_bound` checks each part against it.
+
+``exact`` is the correctly rounded float64 value of the exact sum (``math.fsum``), divided by
+W for ``mean``; where it is not exact in float64 its error is far below the dtype's ulp
+(below float64's own ulp, inside the spare factor of the float64 rule).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from harness.case import Case, make_cotangent, make_input, torch_dtype
+from harness.contract import DIFFERENTIABLE_DTYPES
+
+__all__ = ["ExpectedGrad", "expected_grad", "expected_output", "within_bound"]
+
+_GRAD_CONTRACTS = ("local", "sum", "mean")
+
+
+class ExpectedGrad(NamedTuple):
+    """The expected gradient of one rank's input.
+
+    - ``exact``: the exact value, float64 (complex128 for complex dtypes), the input's shape.
+    - ``bound``: float64, same shape: the absolute error allowed per element (per part for
+      complex), 0 where the result must be exact.
+    - ``in_dtype``: ``exact`` rounded to the case dtype: what an exact variant returns.
+    """
+
+    exact: torch.Tensor
+    bound: torch.Tensor
+    in_dtype: torch.Tensor
+
+
+def expected_output(case: Case) -> torch.Tensor:
+    """``cat_dim(x_0, ..., x_{W-1})`` on CPU in the case dtype: what every rank must get."""
+    return torch.cat([make_input(case, rank) for rank in range(case.world_size)], dim=case.dim)
+
+
+def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
+    """The gradient rank ``rank``'s input must get under ``contract`` (``local``/``sum``/``mean``).
+
+    Rank s feeds ``C_s = make_cotangent(case, s)``; the rank's slot is its length along the
+    gather dim at offset ``case.offset(rank)``.  Raises ValueError for ``none`` (nothing to
+    expect), an unknown contract, a dtype without gradients, or a rank out of range.
+    """
+    if contract not in _GRAD_CONTRACTS:
+        raise ValueError(f"contract={contract!r} has no expected gradient; use one of {', '.join(_GRAD_CONTRACTS)}")
+    if case.dtype not in DIFFERENTIABLE_DTYPES:
+        needed = ", ".join(sorted(DIFFERENTIABLE_DTYPES))
+        raise ValueError(f"dtype={case.dtype!r} has no gradients; expected_grad needs one of {needed}")
+    if not 0 <= rank < case.world_size:
+        raise ValueError(f"rank={rank} is out of range for W={case.world_size}")
+    w = case.world_size
+    senders = [rank] if contract == "local" else range(w)
+    # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
+    terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])
+    exact = _fsum(terms) / (w if contract == "mean" else 1)
+    info = torch.finfo(_part_dtype(case.dtype))
+    total = terms.abs().sum(0)
+    scale = (w - 1) * info.eps if contract == "sum" else info.eps
+    bound = scale * total + _ulp(exact, info) / 2
+    bound[_exact_whatever_the_order(terms, total, contract, info)] = 0.0
+    exact_value = torch.view_as_complex(exact) if exact.shape[-1] == 2 else exact.squeeze(-1)
+    return ExpectedGrad(
+        exact=exact_value,
+        bound=bound.amax(-1),
+        in_dtype=exact_value.to(torch_dtype(case.dtype)),
+    )
+
+
+def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
+    """Bool mask, ``expected.exact``'s shape: where ``got`` is within ``expected.bound``.
+
+    Each part (real, imaginary) must be within the bound, or equal to the exact value (so
+    infinities match themselves); NaN is never within the bound unless the exact value is NaN.
+    """
+    if tuple(got.shape) != tuple(expected.exact.shape):
+        raise ValueError(f"got.shape={tuple(got.shape)}, but should be {tuple(expected.exact.shape)}")
+    if got.is_complex() != expected.exact.is_complex():
+        raise ValueError(f"got.dtype={got.dtype}, but should be {'complex' if expected.exact.is_complex() else 'real'}")
+    have, want = _parts(got.detach().cpu()), _parts(expected.exact)
+    close = (have - want).abs() <= expected.bound.unsqueeze(-1)
+    same = (have == want) | (have.isnan() & want.isnan())
+    return (close | same).all(-1)
+
+
+def _slot(cotangent: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
+    """``cotangent[slot_rank]``: the rank's stretch of the gathered result along the dim."""
+    return cotangent.narrow(case.dim, case.offset(rank), case.lengths[rank])
+
+
+def _parts(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as float64 with a trailing axis of parts: (real,) or (real, imag)."""
+    if t.is_complex():
+        return torch.view_as_real(t.to(torch.complex128).resolve_conj())
+    return t.to(torch.float64).unsqueeze(-1)
+
+
+def _fsum(terms: torch.Tensor) -> torch.Tensor:
+    """Correctly rounded elementwise sum over the first axis (``math.fsum``): order-free."""
+    rows = terms.flatten(1).T.tolist()
+    return torch.tensor([math.fsum(row) for row in rows], dtype=torch.float64).reshape(terms.shape[1:])
+
+
+def _exact_whatever_the_order(
+    terms: torch.Tensor, total: torch.Tensor, contract: str, info: torch.finfo
+) -> torch.Tensor:
+    """Where every correct evaluation order gives the exact result (see the module docstring).
+
+    ``terms`` is (senders, *shape, parts) with one sender for ``local``; W is the number
+    of senders otherwise.
+    """
+    w = terms.shape[0]
+    if contract == "local" or w == 1:
+        return torch.ones_like(total, dtype=torch.bool)
+    if contract == "mean" and w & (w - 1):
+        return torch.zeros_like(total, dtype=torch.bool)
+    significand_bits = 1 - round(math.log2(info.eps))
+    return (terms == terms.round()).all(0) & (total <= 2.0**significand_bits)
+
+
+def _part_dtype(name: str) -> torch.dtype:
+    """The real dtype of one part: float32 for complex64, float64 for complex128."""
+    return torch_dtype(name).to_real() if torch_dtype(name).is_complex else torch_dtype(name)
+
+
+def _ulp(x: torch.Tensor, info: torch.finfo) -> torch.Tensor:
+    """The spacing of the floats described by ``info`` at ``x`` (float64 in, float64 out).
+
+    ``eps·2^e`` in the binade [2^e, 2^(e+1)) holding |x|; below the smallest normal (and at
+    0) the fixed subnormal spacing ``tiny·eps``.
+    """
+    _, exponent = torch.frexp(x)  # x = m·2^exponent with 0.5 <= |m| < 1
+    normal = info.eps * torch.pow(2.0, (exponent - 1).to(torch.float64))
+    return torch.where(x.abs() >= info.tiny, normal, info.tiny * info.eps)

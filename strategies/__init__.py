@@ -1,0 +1,44 @@
+"""Hypothesis strategies for gather cases (BRIEF §5).
+
+``cases(contract=...)`` draws in-contract examples, ``misuse_cases(...)`` out-of-contract
+probes; the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
+``rank_specs``) are public for tests and other projects.  Every function validates its
+arguments when called and raises ``harness.contract.UsageError`` naming the argument.
+``coverage_events`` labels a case for ``hypothesis.event()``.
+"""
+
+from strategies import _internal
+from strategies._coverage import LONG_LENGTH, coverage_events
+from strategies._internal import (
+    MAX_WORLD_SIZE,
+    SIMPLEST_DTYPES,
+    RaggedShapes,
+    cases,
+    contract_violations,
+    dtypes,
+    has_misuse,
+    lengths,
+    misuse_cases,
+    ragged_shapes,
+    rank_specs,
+    world_sizes,
+)
+
+__all__ = [
+    "LONG_LENGTH",
+    "MAX_WORLD_SIZE",
+    "SIMPLEST_DTYPES",
+    "RaggedShapes",
+    "cases",
+    "contract_violations",
+    "coverage_events",
+    "dtypes",
+    "has_misuse",
+    "lengths",
+    "misuse_cases",
+    "ragged_shapes",
+    "rank_specs",
+    "world_sizes",
+]
+
+assert set(_internal.__all__) <= set(__all__), "re-export every public name of strategies._internal"

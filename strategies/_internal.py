@@ -1,0 +1,485 @@
+"""The strategies: world sizes, lengths, ragged shapes, dtypes, rank specs, cases, misuse cases.
+
+Every public function checks its arguments when it is called, before anything is drawn, and
+raises :class:`harness.contract.UsageError` naming the argument, its value and the fix.
+
+Shrinking: choices are ordered simplest first and sizes shrink toward 0, and a case draws
+its per-rank lengths first (one list whose size *is* the world size, so the shrinker removes
+whole ranks), then its other dims (a list too), dim, dtype and per-rank recipes.  So a
+failing case shrinks toward the smallest world, the fewest dims, the shortest lengths,
+``float32`` and contiguous ``iota`` inputs with ``ints`` cotangents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
+
+from hypothesis import strategies as st
+
+from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+
+from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
+
+__all__ = [
+    "MAX_WORLD_SIZE",
+    "SIMPLEST_DTYPES",
+    "RaggedShapes",
+    "cases",
+    "contract_violations",
+    "dtypes",
+    "has_misuse",
+    "lengths",
+    "misuse_cases",
+    "ragged_shapes",
+    "rank_specs",
+    "world_sizes",
+]
+
+#: The contract allows at most 8 ranks (``Contract.world_sizes``).
+MAX_WORLD_SIZE = 8
+#: Every dtype, simplest first: the order a failing case's dtype shrinks along.
+SIMPLEST_DTYPES: tuple[str, ...] = (
+    "float32", "float64", "int64", "int32", "uint8", "int8", "int16", "bool",
+    "float16", "bfloat16", "complex64", "complex128",
+)
+assert sorted(SIMPLEST_DTYPES) == sorted(ALL_DTYPES)
+
+#: Lengths up to this are "short": the branch drawn half the time and shrunk toward.
+_SHORT = 4
+#: Sizes of the dims other than the gather dim: 1..4, shrinking to 1 ...
+_OFF_DIM_SIZES = st.integers(1, 4)
+#: ... and about one multi-dim case in ten has one of them 0 (more would empty most cases).
+_ZERO_AN_OFF_DIM = st.integers(0, 9).map(lambda k: k == 9)
+#: Value recipes whose bits depend on the seed (every cotangent recipe reads it too).
+_SEEDED_VALUES = frozenset({"special", "random"})
+_SEEDS = st.integers(0, 2**32 - 1)
+_DIMS_OPTIONS = ("0", "any", "nonzero")
+#: The dims of drawn cases: 1-d up to 4-d.
+_NDIM = (1, 4)
+#: The ways a case can fall outside a contract, in the order misuse probes try them.
+_MISUSE_KINDS = ("ragged", "dim", "dtype")
+
+Ex = TypeVar("Ex")
+
+
+class RaggedShapes(NamedTuple):
+    """Per-rank shapes, equal except along ``dim`` (which may be negative)."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    dim: int
+
+
+def _composite_named(name: str) -> Callable[[Callable[..., Ex]], Callable[..., st.SearchStrategy[Ex]]]:
+    """``st.composite`` whose strategies print as ``name(...)``: reprs read as the public call."""
+
+    def decorate(draw_fn: Callable[..., Ex]) -> Callable[..., st.SearchStrategy[Ex]]:
+        draw_fn.__name__ = draw_fn.__qualname__ = name
+        return st.composite(draw_fn)
+
+    return decorate
+
+
+# ---------------------------------------------------------------------------------------------
+# world sizes and lengths
+
+
+def world_sizes(*, min_value: int = 1, max_value: int = 4) -> st.SearchStrategy[int]:
+    """World sizes W in ``[min_value, max_value]``, shrinking toward ``min_value``.
+
+    - ``min_value`` (default 1): the smallest world; at least 1.
+    - ``max_value`` (default 4, the CI default; up to 8): the largest world.
+
+    Inside :func:`lengths`, :func:`ragged_shapes` and :func:`cases` the world size is the size
+    of the list of per-rank lengths instead, so that shrinking drops whole ranks.
+    """
+    low = check_int("min_value", min_value, at_least=1, at_most=MAX_WORLD_SIZE)
+    high = check_int("max_value", max_value, at_least=1, at_most=MAX_WORLD_SIZE, example=4)
+    check_min_max("min_value", low, "max_value", high)
+    return st.integers(low, high)
+
+
+def lengths(
+    *,
+    world_sizes: tuple[int, int] = (1, 4),
+    ragged: bool = True,
+    max_length: int = 300,
+    max_total: int = 4096,
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Per-rank lengths along the gather dim; the tuple's size is the world size.
+
+    - ``world_sizes`` (default ``(1, 4)``): the (low, high) range of W, within 1..8.
+    - ``ragged`` (default True): ranks may hold different lengths; False makes them equal.
+    - ``max_length`` (default 300): the longest a rank may be.
+    - ``max_total`` (default 4096): the most the lengths may add up to; ranks past the budget
+      are cut short (often to 0).
+
+    Half the draws are short (0..4), the rest long (5..``max_length``, so some >= 256), which
+    reaches zero-length ranks and all-empty worlds often.  Examples shrink by dropping ranks,
+    then toward 0 for every length.
+    """
+    worlds, ragged, max_length = _length_args(world_sizes, ragged, max_length)
+    total = check_int("max_total", max_total, at_least=0, example=4096)
+    return _raw_lengths(worlds, ragged, max_length).map(lambda drawn: _fit_total(drawn, total, ragged))
+
+
+def _length_args(world_sizes: object, ragged: object, max_length: object) -> tuple[tuple[int, int], bool, int]:
+    """Checked arguments shared by :func:`lengths` and :func:`ragged_shapes`."""
+    return (
+        check_interval("world_sizes", world_sizes, at_least=1, at_most=MAX_WORLD_SIZE),
+        check_bool("ragged", ragged),
+        check_int("max_length", max_length, at_least=0, example=300),
+    )
+
+
+def _length(cap: int) -> st.SearchStrategy[int]:
+    """Short lengths (0..4) or long ones (up to ``cap``), the short branch first so it shrinks there."""
+    short = st.integers(0, min(cap, _SHORT))
+    return short if cap <= _SHORT else st.one_of(short, st.integers(_SHORT + 1, cap))
+
+
+def _raw_lengths(worlds: tuple[int, int], ragged: bool, cap: int) -> st.SearchStrategy[tuple[int, ...]]:
+    """Lengths before the total budget: a list (ragged) or one length repeated W times."""
+    low, high = worlds
+    if ragged:
+        return st.lists(_length(cap), min_size=low, max_size=high).map(tuple)
+    return st.tuples(st.integers(low, high), _length(cap)).map(lambda wn: (wn[1],) * wn[0])
+
+
+def _fit_total(drawn: tuple[int, ...], max_total: int, ragged: bool) -> tuple[int, ...]:
+    """Cut lengths to add up to at most ``max_total``: in rank order, or evenly if equal-only.
+
+    A map rather than a filter, so no draw is wasted and smaller draws give smaller lengths.
+    """
+    if not ragged:
+        return tuple(min(n, max_total // len(drawn)) for n in drawn)
+    fitted: list[int] = []
+    left = max_total
+    for n in drawn:
+        fitted.append(min(n, left))
+        left -= fitted[-1]
+    return tuple(fitted)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+
+
+def ragged_shapes(
+    *,
+    world_sizes: tuple[int, int] = (1, 4),
+    ragged: bool = True,
+    ndim: tuple[int, int] = (1, 4),
+    dims: str = "any",
+    max_length: int = 300,
+    max_elements: int = 4096,
+) -> st.SearchStrategy[RaggedShapes]:
+    """Per-rank shapes that agree except along a gather dim, as a :class:`RaggedShapes`.
+
+    - ``world_sizes`` (default ``(1, 4)``): the (low, high) range of W, within 1..8.
+    - ``ragged`` (default True): lengths along the dim may differ; False makes them equal.
+    - ``ndim`` (default ``(1, 4)``): the (low, high) range of the number of dims.
+    - ``dims`` (default ``"any"``): ``"any"`` draws a dim in ``[-ndim, ndim)``; ``"0"`` always
+      uses dim 0; ``"nonzero"`` draws a dim that is not the first (needs ndim >= 2), to
+      probe dim-0-only variants.
+    - ``max_length`` (default 300): the longest a rank may be along the dim.
+    - ``max_elements`` (default 4096): the most elements all ranks together may hold.
+
+    The other dims are small: 1..4, and one of them 0 in about one case in ten.  Examples
+    shrink toward fewer ranks, fewer dims, dim 0 (then 1, -1, ...), other dims of size 1
+    and lengths 0, e.g. ``RaggedShapes(shapes=((0,),), dim=0)``.
+    """
+    args = _shape_args(world_sizes, ragged, ndim, dims, max_length, max_elements)
+    return _ragged_shapes(*args)
+
+
+def _shape_args(
+    world_sizes: object, ragged: object, ndim: object, dims: object, max_length: object, max_elements: object
+) -> tuple[tuple[int, int], bool, tuple[int, int], str, int, int]:
+    """Checked :func:`ragged_shapes` arguments, shared with the case strategies."""
+    worlds, ragged, max_length = _length_args(world_sizes, ragged, max_length)
+    low, high = check_interval("ndim", ndim, at_least=1)
+    check_choice("dims", dims, _DIMS_OPTIONS)
+    if dims == "nonzero":
+        if high < 2:
+            fix = f"ndim=(2, {max(high, 2)})"
+            raise UsageError(f"ndim={tuple(ndim)!r} leaves no dim but 0 for dims='nonzero'; pass {fix}")
+        low = max(low, 2)
+    check_int("max_elements", max_elements, at_least=0, example=4096)
+    return worlds, ragged, (low, high), dims, max_length, max_elements  # type: ignore[return-value]
+
+
+def _dims(ndim: int, dims: str) -> st.SearchStrategy[int]:
+    """A gather dim for ``ndim``-d shapes, shrinking toward 0 (or 1 when 0 is excluded)."""
+    if dims == "0":
+        return st.just(0)
+    if dims == "any":
+        return st.integers(-ndim, ndim - 1)
+    # 1..ndim-1, then -1..-(ndim-1): every dim but the first, by either name.
+    return st.integers(1, 2 * ndim - 2).map(lambda k: k if k < ndim else k - 2 * ndim + 1)
+
+
+@_composite_named("ragged_shapes")
+def _ragged_shapes(
+    draw: st.DrawFn,
+    world_sizes: tuple[int, int],
+    ragged: bool,
+    ndim: tuple[int, int],
+    dims: str,
+    max_length: int,
+    max_elements: int,
+) -> RaggedShapes:
+    # World size (the lengths list) first, so the shrinker prefers fewer ranks over all else.
+    drawn = draw(_raw_lengths(world_sizes, ragged, max_length))
+    # The other dims as a list whose size is ndim - 1, so the shrinker drops whole dims too.
+    others = draw(st.lists(_OFF_DIM_SIZES, min_size=ndim[0] - 1, max_size=ndim[1] - 1))
+    n = len(others) + 1
+    dim = draw(_dims(n, dims))
+    if others and draw(_ZERO_AN_OFF_DIM):
+        others[draw(st.integers(0, n - 2))] = 0
+    block = math.prod(others)
+    fitted = _fit_total(drawn, max_elements // max(block, 1), ragged)
+    d = dim % n
+    shapes = tuple(tuple(others[:d]) + (length,) + tuple(others[d:]) for length in fitted)
+    return RaggedShapes(shapes=shapes, dim=dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# dtypes and rank specs
+
+
+def dtypes(*, names: tuple[str, ...] = ALL_DTYPES) -> st.SearchStrategy[str]:
+    """Dtype names from ``names``, drawn and shrunk in :data:`SIMPLEST_DTYPES` order.
+
+    - ``names`` (default: all twelve): the dtype names to draw from, in any order.
+
+    Examples shrink toward ``float32``, then ``float64``, the ints, ``bool``, the half
+    floats and complex last.
+    """
+    return st.sampled_from(_simplest_first(check_names("names", names, ALL_DTYPES)))
+
+
+def _simplest_first(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name for name in SIMPLEST_DTYPES if name in names)
+
+
+def rank_specs(shape: tuple[int, ...]) -> st.SearchStrategy[RankSpec]:
+    """What one rank holds for input shape ``shape``: layout, value recipe, seed, cotangent.
+
+    - ``shape``: the rank's input shape (at least one dim, no negative sizes).
+
+    Layouts and recipes are drawn in the order of ``harness.case`` (simplest first), the seed
+    shrinks toward 0.  Examples shrink toward ``RankSpec(shape)``: a contiguous ``iota``
+    input, an ``ints`` cotangent, seed 0.
+    """
+    if (
+        not isinstance(shape, (tuple, list))
+        or not shape
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        raise UsageError(f"shape={shape!r} should be a non-empty tuple of sizes >= 0, e.g. shape=(3, 2)")
+    return _rank_specs(tuple(shape))
+
+
+@_composite_named("rank_specs")
+def _rank_specs(draw: st.DrawFn, shape: tuple[int, ...]) -> RankSpec:
+    return RankSpec(
+        shape,
+        layout=draw(st.sampled_from(LAYOUTS)),
+        values=draw(st.sampled_from(VALUE_RECIPES)),
+        seed=draw(_SEEDS),
+        cotangent=draw(st.sampled_from(COTANGENT_RECIPES)),
+        cotangent_layout=draw(st.sampled_from(COTANGENT_LAYOUTS)),
+    )
+
+
+def _drop_unread(spec: RankSpec, grad: str) -> RankSpec:
+    """``spec`` with the fields a case never reads reset, so cases print and store cleanly.
+
+    Rank specs always draw every field: then every dtype costs the same choices and a
+    failing case shrinks along the dtype order, not toward dtypes without gradients.
+    """
+    if grad != "none":
+        return spec
+    seed = spec.seed if spec.values in _SEEDED_VALUES else 0
+    return RankSpec(spec.shape, layout=spec.layout, values=spec.values, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# cases
+
+
+def cases(
+    *,
+    contract: Contract,
+    dtypes: tuple[str, ...] | None = None,
+    backend: str = "gloo",
+    device: str = "cpu",
+    max_length: int = 300,
+    max_elements: int = 4096,
+) -> st.SearchStrategy[Case]:
+    """In-contract cases for a variant with ``contract``.
+
+    - ``contract``: the variant's :class:`~harness.contract.Contract`; its ``world_sizes``,
+      ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``.
+    - ``dtypes`` (default None: ``contract.dtypes``): the dtype names to draw; pass the
+      contract's dtypes already intersected with what the backend really supports.
+    - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
+    - ``max_length`` (default 300), ``max_elements`` (default 4096): as in :func:`ragged_shapes`.
+
+    ``case.grad`` is ``"none"`` for dtypes without gradients (ints, bool).  Every rank draws
+    its own layout, value recipe and cotangent recipe; cotangents differ on every rank even
+    with one recipe, as ``make_cotangent`` mixes in the rank.  Examples shrink toward one
+    rank holding ``(0,)`` of the simplest dtype given, e.g.
+    ``Case(ranks=(RankSpec(shape=(0,)),), dtype='float32', grad=contract.grad)``.
+    """
+    _check_contract(contract)
+    names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
+    shape_args = _shape_args(contract.world_sizes, contract.ragged, _NDIM, contract.dims, max_length, max_elements)
+    return _cases(_ragged_shapes(*shape_args), _simplest_first(names), contract.grad, *_check_target(backend, device))
+
+
+def _check_contract(contract: object) -> None:
+    if not isinstance(contract, Contract):
+        raise UsageError(
+            f"contract={contract!r} should be a harness.contract.Contract, e.g. contract=Contract(grad='sum')"
+        )
+
+
+def _check_target(backend: object, device: object) -> tuple[str, str]:
+    return check_choice("backend", backend, BACKENDS), check_choice("device", device, DEVICES)
+
+
+@_composite_named("cases")
+def _cases(
+    draw: st.DrawFn,
+    shapes: st.SearchStrategy[RaggedShapes],
+    names: tuple[str, ...],
+    grad: str,
+    backend: str,
+    device: str,
+) -> Case:
+    drawn = draw(shapes)
+    dtype = draw(st.sampled_from(names))
+    grad = grad if dtype in DIFFERENTIABLE_DTYPES else "none"
+    ranks = tuple(_drop_unread(draw(_rank_specs(shape)), grad) for shape in drawn.shapes)
+    return Case(ranks=ranks, dim=drawn.dim, dtype=dtype, grad=grad, backend=backend, device=device)
+
+
+# ---------------------------------------------------------------------------------------------
+# misuse
+
+
+def contract_violations(case: Case, contract: Contract) -> tuple[str, ...]:
+    """How ``case`` falls outside ``contract``: a subset of ``("ragged", "dim", "dtype")``.
+
+    A dim is out of contract for a dims="0" variant only if it names another dim than the
+    first (``dim=-1`` on 1-d input *is* dim 0).
+    """
+    found = {
+        "ragged": case.is_ragged and not contract.ragged,
+        "dim": contract.dims == "0" and case.dim % case.ndim != 0,
+        "dtype": case.dtype not in contract.dtypes,
+    }
+    return tuple(kind for kind in _MISUSE_KINDS if found[kind])
+
+
+def has_misuse(contract: Contract, dtypes_supported: tuple[str, ...]) -> bool:
+    """Whether :func:`misuse_cases` has anything to probe for this contract."""
+    _check_contract(contract)
+    return bool(_misuse_kinds(contract, check_names("dtypes_supported", dtypes_supported, ALL_DTYPES)))
+
+
+def _misuse_kinds(contract: Contract, supported: tuple[str, ...]) -> tuple[str, ...]:
+    """The probes a contract leaves room for.
+
+    Ragged and dim probes use an in-contract dtype the backend supports, so that the one
+    thing wrong with the case is the one being probed; a ragged probe needs W >= 2.
+    """
+    usable = bool(_in_contract_dtypes(contract, supported))
+    possible = {
+        "ragged": not contract.ragged and contract.world_sizes[1] >= 2 and usable,
+        "dim": contract.dims == "0" and usable,
+        "dtype": bool(_out_of_contract_dtypes(contract)),
+    }
+    return tuple(kind for kind in _MISUSE_KINDS if possible[kind])
+
+
+def _nothing_to_probe(contract: Contract) -> str:
+    """Why a contract leaves nothing to probe: it claims every dtype (and so some supported
+    one), any dim, and ragged input or a single rank."""
+    if contract.ragged:
+        reason = "claims every dtype, any dim and ragged input"
+    else:
+        reason = f"claims every dtype and any dim, and world_sizes={contract.world_sizes} leaves no room for ragged ranks"
+    return (
+        f"contract={contract.describe()!r} leaves nothing to probe for misuse: it {reason}; "
+        "drop --probe-misuse or narrow the contract"
+    )
+
+
+def _in_contract_dtypes(contract: Contract, supported: tuple[str, ...]) -> tuple[str, ...]:
+    return _simplest_first(tuple(name for name in contract.dtypes if name in supported))
+
+
+def _out_of_contract_dtypes(contract: Contract) -> tuple[str, ...]:
+    """Every dtype the variant does not claim, whether or not the backend can carry it:
+    either way every rank must raise."""
+    return tuple(name for name in SIMPLEST_DTYPES if name not in contract.dtypes)
+
+
+def misuse_cases(
+    *,
+    contract: Contract,
+    dtypes_supported: tuple[str, ...],
+    backend: str = "gloo",
+    device: str = "cpu",
+    max_length: int = 300,
+    max_elements: int = 4096,
+) -> st.SearchStrategy[Case]:
+    """Cases outside ``contract`` in exactly one way, on which every rank must raise.
+
+    - ``contract``: the variant's contract; must leave something to probe (see :func:`has_misuse`).
+    - ``dtypes_supported``: the dtype names the backend really carries (measured); ragged and
+      dim probes draw their dtype from the contract's dtypes among these.
+    - ``backend``, ``device``, ``max_length``, ``max_elements``: as in :func:`cases`.
+
+    The probes: ragged lengths for an equal-only variant (W >= 2, lengths not all equal),
+    a dim other than the first for a dims="0" variant (ndim >= 2), a dtype outside
+    ``contract.dtypes``.  ``case.grad`` is ``"none"``: the forward call must already raise.
+    Examples shrink as :func:`cases` does, toward the probe with the fewest choices (often
+    one rank of the simplest out-of-contract dtype).
+    """
+    _check_contract(contract)
+    supported = check_names("dtypes_supported", dtypes_supported, ALL_DTYPES)
+    kinds = _misuse_kinds(contract, supported)
+    if not kinds:
+        raise UsageError(_nothing_to_probe(contract))
+    target = _check_target(backend, device)
+    return st.one_of(
+        [_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target) for kind in kinds]
+    )
+
+
+def _misuse_probe(
+    kind: str, contract: Contract, supported: tuple[str, ...], max_length: int, max_elements: int
+) -> tuple[st.SearchStrategy[RaggedShapes], tuple[str, ...]]:
+    """Shapes and dtype names for a ``kind`` probe: out of the contract in that way only."""
+    ragged, dims, names = contract.ragged, contract.dims, _in_contract_dtypes(contract, supported)
+    low, high = contract.world_sizes
+    if kind == "ragged":
+        ragged, low = True, max(low, 2)
+    elif kind == "dim":
+        dims = "nonzero"
+    else:
+        names = _out_of_contract_dtypes(contract)
+    shapes = _ragged_shapes(*_shape_args((low, high), ragged, _NDIM, dims, max_length, max_elements))
+    if kind == "ragged":
+        shapes = shapes.filter(_has_unequal_lengths)
+    return shapes, names
+
+
+def _has_unequal_lengths(drawn: RaggedShapes) -> bool:
+    return len({shape[drawn.dim] for shape in drawn.shapes}) > 1

@@ -1,0 +1,185 @@
+"""Planted buggy gathers: each is correct except for one flaw that one property, or one
+dimension of the strategies, exposes.  ``tests/test_planted_bugs.py`` asserts the harness
+finds each within the CI budget and shrinks it to a minimal case named in advance.
+
+All are built from :func:`correct`, a plain ragged gather with an autograd wrapper whose
+backward is the ``sum`` contract, so each bug is a one-line departure from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.distributed as dist
+
+
+def _sizes(length: int, dtype: torch.dtype = torch.int64) -> list[int]:
+    mine = torch.tensor([length], dtype=dtype)
+    sizes = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, mine)
+    return [int(s) for s in sizes]
+
+
+def _gather_front(front: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
+    """Pad ``front`` (gather dim first) to the longest rank, all_gather, return padded pieces."""
+    longest = max(sizes)
+    padded = torch.zeros((longest,) + tuple(front.shape[1:]), dtype=front.dtype)
+    padded[: front.shape[0]] = front
+    pieces = [torch.empty_like(padded) for _ in range(len(sizes))]
+    dist.all_gather(pieces, padded)
+    return pieces
+
+
+def _plain(x: torch.Tensor, dim: int, size_dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    front = x.detach().movedim(dim, 0)
+    sizes = _sizes(front.shape[0], size_dtype)
+    pieces = _gather_front(front, sizes)
+    return torch.cat([p[:n] for p, n in zip(pieces, sizes)]).movedim(0, dim)
+
+
+class _SumGather(torch.autograd.Function):
+    """Forward: ragged gather.  Backward: all_reduce the cotangent, take this rank's slot."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, dim: int, backward_mode: str) -> torch.Tensor:
+        ctx.dim, ctx.mode = dim, backward_mode
+        ctx.sizes = _sizes(x.shape[dim])
+        return _plain(x, dim)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        rank = dist.get_rank()
+        start = sum(ctx.sizes[:rank])
+        if ctx.mode == "local":
+            total = grad.contiguous()
+        elif ctx.mode == "flat-view":
+            total = grad.view(-1).view(grad.shape)  # assumes a contiguous cotangent
+            dist.all_reduce(total)
+        else:
+            total = grad.contiguous().clone()
+            dist.all_reduce(total)
+        return total.narrow(ctx.dim, start, ctx.sizes[rank]), None, None
+
+
+def correct(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The reference-correct ragged gather with the ``sum`` gradient contract."""
+    return _SumGather.apply(x, dim, "sum")
+
+
+# -- one bug per property ------------------------------------------------------------------------
+
+
+def reversed_ranks(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """values: concatenates in reverse rank order."""
+    front = x.movedim(dim, 0)
+    sizes = _sizes(front.shape[0])
+    pieces = _gather_front(front, sizes)
+    return torch.cat([p[:n] for p, n in reversed(list(zip(pieces, sizes)))]).movedim(0, dim)
+
+
+def float64_to_float32(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """dtype: returns float32 for float64 input (a ``.float()`` before the collective)."""
+    return _plain(x.float() if x.dtype == torch.float64 else x, dim)
+
+
+def forgot_unpad(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """shape: pads every rank to the longest and never removes the padding."""
+    front = x.movedim(dim, 0)
+    return torch.cat(_gather_front(front, _sizes(front.shape[0]))).movedim(0, dim)
+
+
+def returns_meta(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """device: the result ends up on the meta device."""
+    return _plain(x, dim).to("meta")
+
+
+def squeezes_input(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """inputs-untouched: flattens the caller's tensor in place (``x.resize_``) on the way."""
+    out = _plain(x, dim)
+    if x.dim() > 1:
+        x.resize_(x.numel())
+    return out
+
+
+def local_only_backward(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """gradients: the backward skips the all_reduce (claims sum, delivers local)."""
+    return _SumGather.apply(x, dim, "local")
+
+
+_BUFFERS: dict[tuple, torch.Tensor] = {}
+
+
+def shared_output_buffer(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """stable: writes every result into one cached buffer per shape and returns it."""
+    result = _plain(x, dim)
+    buffer = _BUFFERS.setdefault((tuple(result.shape), result.dtype), torch.empty_like(result))
+    return buffer.copy_(result)
+
+
+_CALLS = itertools.count()
+
+
+def degrades_every_third_call(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """repeatable: every third call returns a zeroed result (think: a leaking buffer pool)."""
+    result = _plain(x, dim)
+    return torch.zeros_like(result) if next(_CALLS) % 3 == 2 else result
+
+
+# -- one bug per dimension of the strategies -----------------------------------------------------
+
+
+def first_two_ranks_only(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """world size: only ever keeps the first two ranks' pieces (written for two GPUs)."""
+    front = x.movedim(dim, 0)
+    sizes = _sizes(front.shape[0])
+    pieces = _gather_front(front, sizes)
+    return torch.cat([p[:n] for p, n in list(zip(pieces, sizes))[:2]]).movedim(0, dim)
+
+
+def assumes_equal_lengths(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """lengths: unpads every rank to rank 0's length (fine while lengths are equal)."""
+    front = x.movedim(dim, 0)
+    sizes = _sizes(front.shape[0])
+    pieces = _gather_front(front, sizes)
+    return torch.cat([p[: sizes[0]] for p in pieces]).movedim(0, dim)
+
+
+def uint8_sizes(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """long lengths: exchanges lengths as uint8, so a length of 256 wraps to 0."""
+    return _plain(x, dim, size_dtype=torch.uint8)
+
+
+def ignores_dim(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """dims: always gathers along dim 0."""
+    return _plain(x, 0)
+
+
+def negative_dim_off_by_one(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """negative dims: normalises ``dim`` with ``dim + ndim - 1``."""
+    return _plain(x, dim + x.dim() - 1 if dim < 0 else dim)
+
+
+def drops_imaginary(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """dtypes: gathers only the real part of complex input (and casts back)."""
+    return _plain(x.real.to(x.dtype) if x.is_complex() else x, dim)
+
+
+def unpad_by_value(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """value classes: removes padding by value (drops every zero), 1-D style."""
+    front = x.movedim(dim, 0)
+    pieces = _gather_front(front, _sizes(front.shape[0]))
+    flat = torch.cat(pieces)
+    keep = (flat != 0).flatten(1).all(dim=1) if flat.dim() > 1 else flat != 0
+    return flat[keep].movedim(0, dim)
+
+
+def ignores_strides(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """layouts: reads the input's storage as if it were contiguous (``as_strided``)."""
+    dense = torch.as_strided(x.detach(), x.shape, torch.empty(x.shape).stride())
+    return _plain(dense, dim)
+
+
+def contiguous_cotangent_only(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """cotangents: the backward ``view``s the cotangent, which fails when it is not contiguous."""
+    return _SumGather.apply(x, dim, "flat-view")

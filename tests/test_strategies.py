@@ -1,0 +1,316 @@
+"""The strategies: argument validation, what they reach, how they shrink, what they draw."""
+
+from __future__ import annotations
+
+import math
+from random import Random
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
+
+import strategies
+from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+from strategies import (
+    SIMPLEST_DTYPES,
+    RaggedShapes,
+    cases,
+    contract_violations,
+    coverage_events,
+    dtypes,
+    has_misuse,
+    lengths,
+    misuse_cases,
+    ragged_shapes,
+    rank_specs,
+    world_sizes,
+)
+
+#: A contract that lets the strategies reach everything: ragged, any dim, W up to 8, grads.
+OPEN = Contract(grad="sum", world_sizes=(1, 8))
+#: A contract with every way to be misused: equal-only, dim 0 only, float32 only.
+NARROW = Contract(ragged=False, dims="0", dtypes=("float32",), grad="sum")
+
+#: Explicit phases: a profile without shrinking must not change what these tests find.
+_FIND = settings(max_examples=3000, database=None, deadline=None, phases=[Phase.generate, Phase.shrink])
+#: Reaching needs no minimal example: stop at the first one found.
+_REACH = settings(_FIND, phases=[Phase.generate])
+_DRAW = settings(max_examples=60, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _find(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool], *, shrink: bool = True) -> Any:
+    """``hypothesis.find``, seeded so that the tests are deterministic."""
+    return find(strategy, condition, settings=_FIND if shrink else _REACH, random=Random(0))
+
+
+# ---------------------------------------------------------------------------------------------
+# argument validation
+
+
+def _show(value: Any) -> str:
+    """Short test ids: contracts by their one-line description, the full dtype list by name."""
+    if isinstance(value, Contract):
+        return f"Contract<{value.describe()}>"
+    return "ALL_DTYPES" if value == ALL_DTYPES else repr(value)
+
+
+def _bad(culprit: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A table row: ``function(*args, **kwargs)`` must raise UsageError naming ``culprit=``."""
+    shown = [_show(a) for a in args] + [f"{k}={_show(v)}" for k, v in kwargs.items()]
+    return pytest.param(culprit, function, args, kwargs, id=f"{function.__name__}({', '.join(shown)})")
+
+
+BAD_ARGUMENTS = [
+    _bad("max_value", world_sizes, min_value=3, max_value=2),
+    _bad("min_value", world_sizes, min_value=0),
+    _bad("max_value", world_sizes, max_value=9),
+    _bad("min_value", world_sizes, min_value=1.5),
+    _bad("min_value", world_sizes, min_value=True),
+    _bad("names", dtypes, names=()),
+    _bad("names", dtypes, names="float32"),
+    _bad("names", dtypes, names=("float32", "float33")),
+    _bad("world_sizes", lengths, world_sizes=(3, 2)),
+    _bad("world_sizes", lengths, world_sizes=(0, 2)),
+    _bad("world_sizes", lengths, world_sizes=(1, 9)),
+    _bad("world_sizes", lengths, world_sizes=4),
+    _bad("ragged", lengths, ragged="yes"),
+    _bad("max_length", lengths, max_length=-1),
+    _bad("max_total", lengths, max_total=-1),
+    _bad("ndim", ragged_shapes, ndim=(0, 2)),
+    _bad("ndim", ragged_shapes, ndim=(3, 2)),
+    _bad("dims", ragged_shapes, dims="1"),
+    _bad("dims", ragged_shapes, dims=0),
+    _bad("ndim", ragged_shapes, dims="nonzero", ndim=(1, 1)),
+    _bad("max_elements", ragged_shapes, max_elements=-1),
+    _bad("shape", rank_specs, ()),
+    _bad("shape", rank_specs, (2, -1)),
+    _bad("contract", cases, contract="ragged"),
+    _bad("dtypes", cases, contract=OPEN, dtypes=()),
+    _bad("dtypes", cases, contract=OPEN, dtypes=("float33",)),
+    _bad("backend", cases, contract=OPEN, backend="mpi"),
+    _bad("device", cases, contract=OPEN, device="tpu"),
+    _bad("max_length", cases, contract=OPEN, max_length=-5),
+    _bad("contract", misuse_cases, contract=Contract(), dtypes_supported=ALL_DTYPES),
+    _bad("dtypes_supported", misuse_cases, contract=NARROW, dtypes_supported="float32"),
+    _bad("dtypes_supported", has_misuse, NARROW, ("complex32",)),
+]
+
+
+@pytest.mark.parametrize("culprit, function, args, kwargs", BAD_ARGUMENTS)
+def test_bad_arguments_raise_usage_error_naming_the_argument(
+    culprit: str, function: Callable[..., Any], args: tuple, kwargs: dict
+) -> None:
+    # Raised by the call itself: nothing is drawn.
+    with pytest.raises(UsageError, match=f"{culprit}=") as raised:
+        function(*args, **kwargs)
+    assert len(str(raised.value)) < 300, "one readable line"
+
+
+def test_world_sizes_message_is_hypothesis_style() -> None:
+    with pytest.raises(UsageError, match="Cannot have max_value=2 < min_value=3"):
+        world_sizes(min_value=3, max_value=2)
+
+
+def test_misuse_of_open_contract_says_why_and_the_fix() -> None:
+    with pytest.raises(UsageError, match="claims every dtype, any dim and ragged input; drop --probe-misuse"):
+        misuse_cases(contract=Contract(), dtypes_supported=ALL_DTYPES)
+    assert not has_misuse(Contract(), ALL_DTYPES)
+
+
+def test_public_names_are_exported_and_documented() -> None:
+    for name in strategies.__all__:
+        assert getattr(strategies, name).__doc__, name
+    assert repr(ragged_shapes(ndim=(2, 2))).startswith("ragged_shapes(")
+
+
+# ---------------------------------------------------------------------------------------------
+# reach: every corner of the case space comes up
+
+
+def _any_rank(predicate: Callable[[RankSpec], bool]) -> Callable[[Case], bool]:
+    return lambda case: any(predicate(spec) for spec in case.ranks)
+
+
+REACH = {
+    "W=1": lambda c: c.world_size == 1,
+    "W=odd>1": lambda c: c.world_size in (3, 5, 7),
+    "W=8": lambda c: c.world_size == 8,
+    "zero-length rank": lambda c: 0 in c.lengths and sum(c.lengths) > 0,
+    "all empty": lambda c: c.world_size >= 2 and all(math.prod(s.shape) == 0 for s in c.ranks),
+    "length>=256": lambda c: max(c.lengths) >= 256,
+    "ndim=4": lambda c: c.ndim == 4,
+    "negative dim": lambda c: c.dim < 0,
+    "last dim of 4-d": lambda c: c.ndim == 4 and c.dim % 4 == 3,
+    "zero-size other dim": lambda c: any(n == 0 for i, n in enumerate(c.ranks[0].shape) if i != c.dim % c.ndim),
+    "mixed cotangents": lambda c: len({s.cotangent for s in c.ranks}) == 2,
+    "mixed value recipes": lambda c: len({s.values for s in c.ranks}) >= 3,
+    "no grad for ints": lambda c: c.dtype == "int32" and c.grad == "none",
+    **{f"dtype={name}": (lambda c, name=name: c.dtype == name) for name in ALL_DTYPES},
+    **{f"layout={name}": _any_rank(lambda s, name=name: s.layout == name) for name in LAYOUTS},
+    **{f"values={name}": _any_rank(lambda s, name=name: s.values == name) for name in VALUE_RECIPES},
+    **{
+        f"cotangent_layout={name}": _any_rank(lambda s, name=name: s.cotangent_layout == name)
+        for name in COTANGENT_LAYOUTS
+    },
+}
+
+
+@pytest.mark.parametrize("condition", REACH.values(), ids=REACH.keys())
+def test_cases_reach(condition: Callable[[Case], bool]) -> None:
+    _find(cases(contract=OPEN), condition, shrink=False)
+
+
+def test_default_world_sizes_reach_four() -> None:
+    _find(cases(contract=Contract()), lambda c: c.world_size == 4, shrink=False)
+
+
+@pytest.mark.parametrize("kind", ["ragged", "dim", "dtype"])
+def test_misuse_cases_reach_each_probe(kind: str) -> None:
+    probes = misuse_cases(contract=NARROW, dtypes_supported=ALL_DTYPES)
+    _find(probes, lambda c: kind in contract_violations(c, NARROW), shrink=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# shrinking: the minimal examples can be named in advance
+
+
+def test_case_shrinks_to_fewest_ranks_dims_and_shortest_lengths() -> None:
+    found = _find(cases(contract=OPEN), lambda c: c.world_size >= 3 and max(c.lengths) >= 5)
+    ranks = (RankSpec((0,)), RankSpec((0,)), RankSpec((5,)))
+    assert found == Case(ranks=ranks, dim=0, dtype="float32", grad="sum")
+
+
+@pytest.mark.parametrize(
+    "condition, minimal",
+    [
+        (lambda c: c.dtype != "float32", Case(ranks=(RankSpec((0,)),), dtype="float64", grad="sum")),
+        (lambda c: c.dtype == "float16", Case(ranks=(RankSpec((0,)),), dtype="float16", grad="sum")),
+        (lambda c: c.dtype == "int8", Case(ranks=(RankSpec((0,)),), dtype="int8", grad="none")),
+        (_any_rank(lambda s: s.layout != "contiguous"), Case(ranks=(RankSpec((0,), layout="transposed"),), grad="sum")),
+        (_any_rank(lambda s: s.values == "special"), Case(ranks=(RankSpec((0,), values="special"),), grad="sum")),
+        (lambda c: c.ndim >= 2 and c.dim < 0, Case(ranks=(RankSpec((1, 0)),), dim=-1, grad="sum")),
+        (
+            lambda c: len({s.cotangent for s in c.ranks}) == 2,
+            Case(ranks=(RankSpec((0,)), RankSpec((0,), cotangent="floats")), grad="sum"),
+        ),
+    ],
+    ids=["dtype!=float32", "float16", "int8", "non-contiguous", "special values", "negative dim", "mixed cotangents"],
+)
+def test_case_shrinks_to_simplest(condition: Callable[[Case], bool], minimal: Case) -> None:
+    assert _find(cases(contract=OPEN), condition) == minimal
+
+
+def test_lengths_shrink_by_dropping_ranks() -> None:
+    assert _find(lengths(), lambda ns: len(ns) >= 3 and max(ns) >= 5) == (0, 0, 5)
+    assert _find(lengths(ragged=False, world_sizes=(1, 8)), lambda ns: len(ns) >= 3 and ns[0] >= 5) == (5, 5, 5)
+
+
+def test_misuse_shrinks_to_one_rank_of_the_simplest_other_dtype() -> None:
+    found = _find(misuse_cases(contract=NARROW, dtypes_supported=ALL_DTYPES), lambda c: True)
+    assert found == Case(ranks=(RankSpec((0,)),), dtype="float64")
+
+
+def test_dtypes_shrink_in_simplest_order() -> None:
+    assert _find(dtypes(names=tuple(reversed(ALL_DTYPES))), lambda d: True) == "float32"
+    assert _find(dtypes(names=("bool", "complex64", "int8")), lambda d: d != "int8") == "bool"
+    assert SIMPLEST_DTYPES[0] == "float32" and sorted(SIMPLEST_DTYPES) == sorted(ALL_DTYPES)
+
+
+# ---------------------------------------------------------------------------------------------
+# every draw is valid
+
+
+@pytest.mark.parametrize(
+    "contract, names",
+    [
+        (OPEN, None),
+        (Contract(ragged=False, dims="0", grad="mean", world_sizes=(2, 5)), None),
+        (Contract(grad="local"), ("int64", "float16", "complex64")),
+    ],
+    ids=["open", "equal-only-dim0", "given-dtypes"],
+)
+def test_every_case_is_in_contract(contract: Contract, names: tuple[str, ...] | None) -> None:
+    @_DRAW
+    @given(cases(contract=contract, dtypes=names, max_elements=500))
+    def check(case: Case) -> None:
+        low, high = contract.world_sizes
+        assert low <= case.world_size <= high
+        assert sum(math.prod(spec.shape) for spec in case.ranks) <= 500
+        assert max(case.lengths) <= 300
+        assert 1 <= case.ndim <= 4 and -case.ndim <= case.dim < case.ndim
+        assert case.dtype in (names or contract.dtypes)
+        assert case.grad == (contract.grad if case.dtype in DIFFERENTIABLE_DTYPES else "none")
+        assert contract_violations(case, contract) == ()
+        if contract.dims == "0":
+            assert case.dim == 0
+        assert Case.from_json(case.to_json()) == case
+
+    check()
+
+
+def test_every_misuse_case_is_out_of_contract_in_exactly_one_way() -> None:
+    supported = tuple(name for name in ALL_DTYPES if name != "int16")
+
+    @_DRAW
+    @given(misuse_cases(contract=NARROW, dtypes_supported=supported))
+    def check(case: Case) -> None:
+        (kind,) = contract_violations(case, NARROW)
+        assert case.grad == "none"
+        if kind != "dtype":
+            assert case.dtype == "float32"
+
+    check()
+
+
+def test_misuse_kinds_follow_the_contract() -> None:
+    assert has_misuse(Contract(dtypes=("float32",)), ALL_DTYPES)
+    assert has_misuse(Contract(ragged=False), ALL_DTYPES)
+    # One rank leaves no room for ragged lengths.
+    assert not has_misuse(Contract(ragged=False, world_sizes=(1, 1)), ALL_DTYPES)
+    with pytest.raises(UsageError, match="world_sizes=\\(1, 1\\) leaves no room for ragged ranks"):
+        misuse_cases(contract=Contract(ragged=False, world_sizes=(1, 1)), dtypes_supported=ALL_DTYPES)
+
+
+@_DRAW
+@given(lengths(world_sizes=(2, 6), max_length=50, max_total=60))
+def test_lengths_respect_the_budget(drawn: tuple[int, ...]) -> None:
+    assert 2 <= len(drawn) <= 6 and sum(drawn) <= 60 and max(drawn) <= 50
+
+
+@_DRAW
+@given(lengths(ragged=False, world_sizes=(1, 8), max_total=100))
+def test_equal_lengths_are_equal(drawn: tuple[int, ...]) -> None:
+    assert len(set(drawn)) == 1 and sum(drawn) <= 100
+
+
+@_DRAW
+@given(ragged_shapes(ndim=(2, 3), dims="nonzero", max_elements=200))
+def test_ragged_shapes_agree_off_dim(drawn: RaggedShapes) -> None:
+    n = len(drawn.shapes[0])
+    assert 2 <= n <= 3 and drawn.dim % n != 0
+    off = {tuple(s for i, s in enumerate(shape) if i != drawn.dim % n) for shape in drawn.shapes}
+    assert len(off) == 1 and sum(math.prod(shape) for shape in drawn.shapes) <= 200
+
+
+# ---------------------------------------------------------------------------------------------
+# coverage events
+
+
+def test_coverage_events_name_the_corners_of_a_case() -> None:
+    case = Case(
+        ranks=(
+            RankSpec((2, 0), layout="strided", values="special", seed=3, cotangent="floats"),
+            RankSpec((2, 300), cotangent_layout="transposed"),
+        ),
+        dim=-1,
+        dtype="float16",
+        grad="mean",
+    )
+    assert coverage_events(case) == [
+        "W=2", "ndim=2", "dtype=float16", "dim<0", "empty rank", "ragged", "long rank (>= 256)",
+        "non-contiguous input", "values=special", "cotangent=floats", "cotangent=ints",
+        "mixed cotangents", "non-contiguous cotangent",
+    ]
+    assert "all empty" in coverage_events(Case(ranks=(RankSpec((0, 3)), RankSpec((0, 3)))))
