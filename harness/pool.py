@@ -111,6 +111,7 @@ class RankSet:
         self.stacks: list[str] = []
         self.broken = False
         self.startup_s = 0.0
+        self.closed: set[int] = set()
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self, timeout: float) -> None:
@@ -200,6 +201,7 @@ class RankSet:
         started = time.perf_counter()
         log_offsets = [_size(path) for path in self.logs]
         results = self._exchange("run", request, timeout)
+        self._reap_closed()
         outcome = Outcome(case=request.case, results=results)
         outcome.fault = _classify(results, [not p.is_alive() for p in self.procs])
         if outcome.fault or outcome.errors:
@@ -224,6 +226,7 @@ class RankSet:
         """
         for conn in self.conns:
             send(conn, name, payload)
+        self.closed: set[int] = set()
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = {p.sentinel: r for r, p in enumerate(self.procs)}
@@ -240,11 +243,34 @@ class RankSet:
                 elif item in pending:
                     r = pending.pop(item)
                     results[r] = _receive_result(item)
+                    if results[r] is None:
+                        self.closed.add(r)
                     if results[r] is None or results[r].error:
                         deadline = min(deadline, time.monotonic() + GRACE_S)
-            if pending and stall.desynced(sorted(pending.values()), len(pending) < self.world_size):
+            waiting = sorted(pending.values())
+            if waiting and (self._doomed(waiting, results) or stall.desynced(waiting, len(waiting) < self.world_size)):
                 break
         return results
+
+    def _reap_closed(self) -> None:
+        """A rank whose pipe closed is dead; wait (briefly) until the forkserver reports how."""
+        for r in self.closed:
+            self.procs[r].join(timeout=2.0)
+
+    def _doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
+        """Every waiting rank sits in a collective that some finished rank never entered.
+
+        A rank that returned, raised or died has entered its last collective, so a peer
+        inside a later one can only wait for the timeout: stop now, not after the grace.
+        """
+        finished = [r for r in range(self.world_size) if r not in waiting]
+        if not finished:
+            return False
+        counts = [len(results[r].collectives) if results[r] is not None else _entered(self.last[r]) for r in finished]
+        return all(_inside_collective(self._last(r)) and _entered(self.last[r]) > min(counts) for r in waiting)
+
+    def _last(self, r: int) -> str:
+        return self.last[r].value.decode(errors="replace")
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
@@ -396,6 +422,12 @@ def _classify(results: list[RankResult | None], dead: list[bool]) -> str | None:
     ):
         return "desync"
     return None
+
+
+def _entered(shared: Any) -> int:
+    """How many collectives a rank has entered, from its published ``#n name`` entry."""
+    entry = shared.value.decode(errors="replace")
+    return int(entry[1:].split(" ", 1)[0]) if entry.startswith("#") else 0
 
 
 def _inside_collective(entry: str) -> bool:

@@ -121,7 +121,7 @@ def main(init: RankInit, conn: Connection, last_collective: Any) -> None:
     started = time.perf_counter()
     _join_group(init)
     send(conn, "ready", {"rank": init.rank, "pid": os.getpid(), "startup_s": time.perf_counter() - started})
-    handlers = {"run": functools.partial(on_run, init, log), "call": on_call}
+    handlers = {"run": functools.partial(on_run, init, log), "call": functools.partial(on_call, log)}
     while True:
         try:
             name, payload = receive(conn)
@@ -172,8 +172,9 @@ def on_run(init: RankInit, log: CollectiveLog, request: RunRequest) -> RankResul
     return result
 
 
-def on_call(payload: dict) -> RankResult:
+def on_call(log: CollectiveLog, payload: dict) -> RankResult:
     """Call a helper function on every rank (capability probes, raw benchmarks)."""
+    log.reset()
     result = RankResult(rank=dist.get_rank() if dist.is_initialized() else 0)
     try:
         result.value = targets.load(payload["target"])(*payload.get("args", ()))
@@ -181,6 +182,7 @@ def on_call(payload: dict) -> RankResult:
         result.error = "".join(traceback.format_exception(exc))
         result.error_type = type(exc).__name__
         result.error_phase = "call"
+    result.collectives = list(log.entries)
     return result
 
 

@@ -113,11 +113,13 @@ def run_check(
     track_semantics: bool = False,
     on_example: Callable[[Progress], None] | None = None,
     base_settings: settings | None = None,
+    shrink_budget_s: float = 60.0,
 ) -> CheckReport:
     """Check ``target`` against ``contract`` on real process groups; shrink every failure.
 
     ``duration_s`` replaces the example count with a time budget: batches of examples run
-    until it is spent or something fails.  The active Hypothesis profile supplies the rest.
+    until it is spent or something fails.  ``shrink_budget_s`` bounds the time spent
+    shrinking after the first failure.  The active Hypothesis profile supplies the rest.
     """
     pool = pool or shared_pool(timeout)
     backend, device = contract.backends[0], contract.devices[0]
@@ -130,14 +132,16 @@ def run_check(
     semantics: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     case_strategy = strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device)
+    key = f"{target}|{contract.describe()}".encode()
     findings = _search(case_strategy, lambda case: _judge(pool, target, case, timeout, semantics if track_semantics else None),
-                       progress, on_example, max_examples, duration_s, seed, base_settings)
+                       progress, on_example, max_examples, duration_s, seed, base_settings, key, shrink_budget_s)
     report = CheckReport(target, contract, progress.examples, 0.0, findings, seed=seed, de_facto=dict(semantics))
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse_progress = Progress()
         misuse_strategy = strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes())
         report.misuse_findings = _search(misuse_strategy, lambda case: _judge_misuse(pool, target, case, timeout),
-                                         misuse_progress, on_example, max_examples, duration_s, seed, base_settings)
+                                         misuse_progress, on_example, max_examples, duration_s, seed, base_settings,
+                                         key + b"|misuse", shrink_budget_s)
         report.misuse_examples = misuse_progress.examples
     report.elapsed_s = time.monotonic() - started
     return report
@@ -168,11 +172,29 @@ def _search(
     duration_s: float | None,
     seed: int | None,
     base_settings: settings | None,
+    database_key: bytes,
+    shrink_budget_s: float,
 ) -> list[Finding]:
-    """Run Hypothesis over ``case_strategy`` and return one minimal finding per property."""
+    """Run Hypothesis over ``case_strategy`` and return one minimal finding per property.
+
+    Shrinking a failure that hangs or crashes costs a real wait per step; after
+    ``shrink_budget_s`` from the first failure, unseen candidates count as passing, so
+    Hypothesis stops shrinking and reports the smallest failure found so far.
+    """
     found: dict[str, Finding] = {}
+    failed: dict[Case, Finding] = {}
+    first_failure_at: list[float] = []
+
+    def fail(finding: Finding) -> None:
+        found[finding.property] = finding
+        progress.failures = len(found)
+        raise VIOLATION_TYPES[finding.property](finding.message)
 
     def body(case: Case) -> None:
+        if first_failure_at and time.monotonic() - first_failure_at[0] > shrink_budget_s:
+            if case in failed:  # out of shrinking time: replay only what is known to fail
+                fail(failed[case])
+            return
         progress.examples += 1
         progress.current = case
         for label in strategies.coverage_events(case):
@@ -182,9 +204,11 @@ def _search(
             on_example(progress)
         if violations:
             first = violations[0]
-            found[first.property] = Finding(first.property, first.kind, case, format_violations(case, violations), violations)
-            progress.failures = len(found)
-            raise VIOLATION_TYPES[first.property](found[first.property].message)
+            failed[case] = Finding(first.property, first.kind, case, format_violations(case, violations), violations)
+            first_failure_at[:] = first_failure_at or [time.monotonic()]
+            fail(failed[case])
+
+    body._hypothesis_internal_add_digest = database_key  # one example database entry per target and contract
 
     active = base_settings or settings()
     batch = max_examples or active.max_examples

@@ -116,8 +116,8 @@ def lengths(
     - ``max_total`` (default 4096): the most the lengths may add up to; ranks past the budget
       are cut short (often to 0).
 
-    Half the draws are short (0..4), the rest long (5..``max_length``, so some >= 256), which
-    reaches zero-length ranks and all-empty worlds often.  Examples shrink by dropping ranks,
+    Half the draws are short (0..4), the rest may be long (up to ``max_length``, so some
+    >= 256), which reaches zero-length ranks and all-empty worlds often.  Examples shrink by dropping ranks,
     then toward 0 for every length.
     """
     worlds, ragged, max_length = _length_args(world_sizes, ragged, max_length)
@@ -135,9 +135,17 @@ def _length_args(world_sizes: object, ragged: object, max_length: object) -> tup
 
 
 def _length(cap: int) -> st.SearchStrategy[int]:
-    """Short lengths (0..4) or long ones (up to ``cap``), the short branch first so it shrinks there."""
+    """A short length (0..4), plus, when a flag is set, an extra up to ``cap``.
+
+    Not ``one_of(short, long)``: the shrinker cannot move an example from the long branch
+    to the short one (it stalls at the long branch's minimum), while clearing a flag and
+    then shrinking one integer toward 0 is a path it always takes.
+    """
     short = st.integers(0, min(cap, _SHORT))
-    return short if cap <= _SHORT else st.one_of(short, st.integers(_SHORT + 1, cap))
+    if cap <= _SHORT:
+        return short
+    extra = st.integers(0, cap - _SHORT)
+    return st.tuples(st.booleans(), short, extra).map(lambda drawn: drawn[1] + (drawn[2] if drawn[0] else 0))
 
 
 def _raw_lengths(worlds: tuple[int, int], ragged: bool, cap: int) -> st.SearchStrategy[tuple[int, ...]]:

@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 
 def _sizes(length: int, dtype: torch.dtype = torch.int64) -> list[int]:
-    mine = torch.tensor([length], dtype=dtype)
+    mine = torch.tensor([length]).to(dtype)  # a narrow dtype wraps silently, as in the wild
     sizes = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(sizes, mine)
     return [int(s) for s in sizes]

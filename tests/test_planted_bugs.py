@@ -1,0 +1,85 @@
+"""The properties have teeth: every planted bug is found and shrunk to a case named in advance.
+
+One planted gather (``tests/planted_bugs.py``) per property of BRIEF §4 and per dimension
+of the strategies (BRIEF §5).  Each is searched with the CI budget over the full default
+contract (every dtype gloo can gather), so the test also shows the strategies reach the
+dimension that exposes the bug.  The expected minimal cases are what Hypothesis reaches
+from any seed; where several minimal cases are equally small the assertion names the
+features every one of them has.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from harness.case import Case
+from harness.contract import Contract
+from harness.search import Finding, run_check
+
+BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
+TIMEOUT_S = 3.0
+
+
+def search(pool, name: str, **contract: object) -> dict[str, Finding]:
+    report = run_check(f"tests.planted_bugs:{name}", Contract(**contract), max_examples=BUDGET,
+                       timeout=TIMEOUT_S, pool=pool)
+    assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
+    return {finding.property: finding for finding in report.findings}
+
+
+def shapes(case: Case) -> list[tuple[int, ...]]:
+    return [spec.shape for spec in case.ranks]
+
+
+def line(case: Case) -> str:
+    return case.describe()
+
+
+# (planted bug, contract, property it breaks (or the properties, any of which may come
+# first), check of the minimal case)
+EXPECTED: list[tuple[str, dict, str | tuple[str, ...], Callable[[Case], bool]]] = [
+    # one per property
+    ("reversed_ranks", {}, "values",
+     lambda c: line(c) == "W=2 gloo/cpu float32 dim=0 grad=none | r0 (1,) iota | r1 (1,) iota"),
+    ("float64_to_float32", {}, "dtype", lambda c: line(c) == "W=1 gloo/cpu float64 dim=0 grad=none | r0 (0,) iota"),
+    ("forgot_unpad", {}, "shape",
+     lambda c: line(c) == "W=2 gloo/cpu float32 dim=0 grad=none | r0 (0,) iota | r1 (1,) iota"),
+    ("returns_meta", {}, "device", lambda c: line(c) == "W=1 gloo/cpu float32 dim=0 grad=none | r0 (0,) iota"),
+    ("squeezes_input", {}, "inputs-untouched",
+     lambda c: c.world_size == 1 and c.ndim == 2 and shapes(c) in ([(0, 1)], [(1, 0)])),
+    ("local_only_backward", {"grad": "sum"}, "gradients",
+     lambda c: c.dtype == "float32" and shapes(c) == [(0,), (1,)] and c.grad == "sum"),
+    ("shared_output_buffer", {}, "stable", lambda c: line(c) == "W=1 gloo/cpu float32 dim=0 grad=none | r0 (1,) iota"),
+    ("degrades_every_third_call", {}, "repeatable",
+     lambda c: line(c) == "W=1 gloo/cpu float32 dim=0 grad=none | r0 (1,) iota"),
+    # one per dimension of the strategies
+    ("first_two_ranks_only", {}, "shape", lambda c: shapes(c) == [(0,), (0,), (1,)]),
+    ("assumes_equal_lengths", {}, "shape", lambda c: shapes(c) == [(0,), (1,)]),
+    ("uint8_sizes", {}, ("shape", "no-hang-no-crash"), lambda c: c.world_size <= 2 and 256 in c.lengths),
+    ("ignores_dim", {}, "no-hang-no-crash", lambda c: c.world_size == 2 and c.ndim == 2 and c.dim % 2 == 1),
+    ("negative_dim_off_by_one", {}, "no-hang-no-crash", lambda c: c.world_size == 2 and c.ndim == 2 and c.dim < 0),
+    ("drops_imaginary", {}, "values", lambda c: line(c) == "W=1 gloo/cpu complex64 dim=0 grad=none | r0 (1,) iota"),
+    ("unpad_by_value", {}, "shape", lambda c: line(c) == "W=1 gloo/cpu float32 dim=0 grad=none | r0 (1,) padding#0"),
+    ("ignores_strides", {}, "values",
+     lambda c: c.world_size <= 2 and any(s.layout in ("strided", "transposed") and s.shape[c.dim] for s in c.ranks)),
+    ("contiguous_cotangent_only", {"grad": "sum"}, "gradients",
+     lambda c: any(s.cotangent_layout != "contiguous" for s in c.ranks)),
+]
+
+
+@pytest.mark.parametrize("name, contract, prop, minimal", EXPECTED, ids=[e[0] for e in EXPECTED])
+def test_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop: str, minimal) -> None:
+    findings = search(pool, name, **contract)
+    wanted = [p for p in ((prop,) if isinstance(prop, str) else prop) if p in findings]
+    assert wanted, f"{name}: expected a {prop} counterexample, got {sorted(findings)}"
+    case = findings[wanted[0]].case
+    assert minimal(case), f"{name}: minimal case not reached: {case.describe()}\n{findings[wanted[0]].message}"
+
+
+@pytest.mark.parametrize("grad", ["none", "sum"])
+def test_a_correct_gather_never_fails(pool, grad: str) -> None:
+    report = run_check("tests.planted_bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
+    assert report.examples == 200
