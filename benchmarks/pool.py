@@ -110,18 +110,16 @@ def inrank_loop(n_iter: int, case: Any, repeat: bool) -> tuple[float, float, int
     seconds per pickling of its result as the protocol does, and the pickled size in bytes.
     """
     import pickle
-    import types
 
     from harness import rank as rank_module
     from harness.protocol import RunRequest
 
-    init = types.SimpleNamespace(rank=dist.get_rank(), device="cpu")
     log = rank_module.CollectiveLog(None)
     request = RunRequest(case=case, target=TARGET, check_grad=False, repeat=repeat)
     c10d.barrier()
     started = time.perf_counter()
     for _ in range(n_iter):
-        result = rank_module.on_run(init, log, request)
+        result = rank_module.on_run(log, request)
         if result.error:
             raise RuntimeError(result.error)
     per_run = (time.perf_counter() - started) / n_iter

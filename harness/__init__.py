@@ -1,1 +1,14 @@
 """gather-harness: property-based correctness checks for distributed all_gather."""
+
+
+def __getattr__(name: str):
+    """``from harness import check_gather``, imported on first use (PEP 562).
+
+    Lazily, because rank processes and the pytest plugin import this package and must not
+    pull in the search engine (Hypothesis, the strategies, the reference) just by doing so.
+    """
+    if name == "check_gather":
+        from harness.api import check_gather
+
+        return check_gather
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

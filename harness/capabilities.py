@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from harness.contract import ALL_DTYPES
+from harness.rank import case_device
 
 #: Beyond the harness's dtypes, probe the ones backends are known to reject.
 PROBED_DTYPES: tuple[str, ...] = ALL_DTYPES + ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
@@ -57,7 +58,8 @@ def measure(pool, backend: str = "gloo", device: str = "cpu") -> Capabilities:
     key = (backend, device)
     if key not in _MEASURED:
         world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
-        results = pool.call(world, "harness.capabilities:probe_on_rank", backend=backend, device=device, timeout=60)
+        results = pool.call(world, "harness.capabilities:probe_on_rank", device, backend=backend, device=device,
+                            timeout=60)
         first = results[0]
         if first is None or first.error:
             raise RuntimeError(f"capability probe failed on {backend}/{device}: {first.error if first else 'rank died'}")
@@ -65,13 +67,15 @@ def measure(pool, backend: str = "gloo", device: str = "cpu") -> Capabilities:
     return _MEASURED[key]
 
 
-def probe_on_rank() -> dict[tuple[str, str], str]:
-    """Run inside every rank: try each (dtype, op) and check the values it produced.
+def probe_on_rank(device: str = "cpu") -> dict[tuple[str, str], str]:
+    """Run inside every rank: try each (dtype, op) on ``device`` tensors and check the values.
 
+    ``device`` is the set's (``cuda``: the GPU the rank is pinned to), because support
+    differs by device as well as by backend: gloo on CUDA tensors is not gloo on CPU ones.
     gloo raises a Python error for an unsupported dtype on every rank alike, before any
     communication, so one failing cell leaves the group usable for the next.
     """
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    device = case_device(device)
     cells: dict[tuple[str, str], str] = {}
     for name in PROBED_DTYPES:
         dtype = getattr(torch, name, None)

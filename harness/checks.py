@@ -139,18 +139,24 @@ def check_misuse(outcome: Outcome) -> list[Violation]:
     return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong[:1]]
 
 
-def de_facto_contract(outcome: Outcome) -> str:
-    """Which gradient contract the returned gradients match on every rank ("none of them")."""
+def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
+    """The gradient contracts (local, sum, mean) the returned gradients match on every rank.
+
+    ``None`` when the case says nothing about gradients (a fault, an exception, a dtype
+    without gradients); an empty set when gradients came back matching none of them.
+    A case can match several (at W=1 all three coincide); callers intersect over cases.
+    """
     case = outcome.case
     if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
-        return "unknown"
-    if any(res.grad is None for res in outcome.results if res is not None):
-        return "no gradient"
-    for contract in ("local", "sum", "mean"):
+        return None
+    results = [res for res in outcome.results if res is not None]
+    if any(res.grad is None or res.grad.shape != res.input_after.shape for res in results):
+        return frozenset()
+    return frozenset(
+        contract for contract in ("local", "sum", "mean")
         if all(bool(reference.within_bound(res.grad, reference.expected_grad(case, res.rank, contract)).all())
-               for res in outcome.results if res is not None):
-            return contract
-    return "none of them"
+               for res in results)
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
         elif item in ALL_DTYPES:
             wanted.add(item)
         else:
-            known = ", ".join(list(DTYPE_GROUPS) + list(ALL_DTYPES))
+            known = ", ".join(list(DTYPE_GROUPS) + [d for d in ALL_DTYPES if d not in DTYPE_GROUPS])
             raise UsageError(f"--dtypes: unknown dtype {item!r}; use a comma list of: {known}")
     return tuple(name for name in ALL_DTYPES if name in wanted)
 

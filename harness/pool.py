@@ -27,6 +27,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from harness import rank as rank_module
@@ -44,6 +45,15 @@ DEFAULT_TIMEOUT_S = 10.0
 
 class PoolError(RuntimeError):
     """The pool itself could not start ranks (not a fault of the code under test)."""
+
+
+class PoolGone(BaseException):
+    """The ranks are gone for good (a remote job that did not come back after a fault).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that Hypothesis stops at once instead
+    of taking it for a failure of the code under test and shrinking it; the CLI reports it
+    as a harness error.
+    """
 
 
 @dataclass
@@ -142,7 +152,7 @@ class RankSet:
             store_host="127.0.0.1",
             store_port=self.pool.store.port,
             store_prefix=self.prefix,
-            group_timeout_s=max(3600.0, 4 * self.pool.timeout),
+            group_timeout_s=group_timeout_s(self.pool.timeout),
             log_path=self.logs[r],
             stack_path=self.stacks[r],
             sys_path=tuple(sys.path),
@@ -201,9 +211,8 @@ class RankSet:
         started = time.perf_counter()
         log_offsets = [_size(path) for path in self.logs]
         results = self._exchange("run", request, timeout)
-        self._reap_closed()
         outcome = Outcome(case=request.case, results=results)
-        outcome.fault = _classify(results, [not p.is_alive() for p in self.procs])
+        outcome.fault = _classify(results, self._dead())
         if outcome.fault or outcome.errors:
             outcome.faults = self._diagnose(results, log_offsets) if outcome.fault else []
             if outcome.fault == "hang" and _blocked_in_different_collectives(outcome.faults, results):
@@ -229,7 +238,7 @@ class RankSet:
         self.closed: set[int] = set()
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
-        sentinels = {p.sentinel: r for r, p in enumerate(self.procs)}
+        sentinels = self._sentinels()
         deadline = time.monotonic() + timeout
         stall = _StallWatch(self.last)
         while pending:
@@ -252,10 +261,25 @@ class RankSet:
                 break
         return results
 
-    def _reap_closed(self) -> None:
-        """A rank whose pipe closed is dead; wait (briefly) until the forkserver reports how."""
+    # -- what differs for ranks that are not our child processes (harness.remote) -------------
+    def _sentinels(self) -> dict[Any, int]:
+        """Waitables that become ready when a rank process ends, mapped to its rank."""
+        return {p.sentinel: r for r, p in enumerate(self.procs)}
+
+    def _dead(self) -> list[bool]:
+        """Which ranks are dead; a rank whose pipe closed is, and the forkserver soon says how."""
         for r in self.closed:
             self.procs[r].join(timeout=2.0)
+        return [not p.is_alive() for p in self.procs]
+
+    def _alive(self, r: int) -> bool:
+        return self.procs[r].is_alive()
+
+    def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:
+        """The fault of a rank that died: its exit status and what it wrote meanwhile."""
+        self.procs[r].join(timeout=1.0)
+        return RankFault(r, "died", exitcode=self.procs[r].exitcode, last_collective=last,
+                         log_tail=_tail(self.logs[r], log_offsets[r]))
 
     def _doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
         """Every waiting rank sits in a collective that some finished rank never entered.
@@ -274,20 +298,16 @@ class RankSet:
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
-        blocked = [r for r, res in enumerate(results) if res is None and self.procs[r].is_alive()]
+        blocked = [r for r, res in enumerate(results) if res is None and self._alive(r)]
         stacks = self._dump_stacks(blocked)
         for r, res in enumerate(results):
-            last = self.last[r].value.decode(errors="replace") or "(none)"
+            last = self._last(r) or "(none)"
             if res is not None and res.error:
                 faults.append(RankFault(r, "raised", last_collective=last, error=res.error))
             elif res is None and r in blocked:
                 faults.append(RankFault(r, "blocked", last_collective=last, stack=stacks.get(r, "")))
             elif res is None:
-                self.procs[r].join(timeout=1.0)
-                faults.append(
-                    RankFault(r, "died", exitcode=self.procs[r].exitcode, last_collective=last,
-                              log_tail=_tail(self.logs[r], log_offsets[r]))
-                )
+                faults.append(self._death(r, last, log_offsets))
         return faults
 
     def _dump_stacks(self, ranks: list[int]) -> dict[int, str]:
@@ -309,7 +329,33 @@ class RankSet:
         return stacks
 
 
-class Pool:
+class RankSets:
+    """Running cases and helper calls on rank sets; subclasses say where a set comes from."""
+
+    timeout: float
+
+    def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
+        raise NotImplementedError
+
+    def run(self, case: Case, target: str, *, check_grad: bool | None = None, repeat: bool = True,
+            timeout: float | None = None) -> Outcome:
+        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks."""
+        check_grad = case.grad != "none" if check_grad is None else check_grad
+        request = RunRequest(case=case, target=target, check_grad=check_grad, repeat=repeat)
+        rank_set = self.rank_set(case.backend, case.device, case.world_size)
+        return rank_set.run(request, self.timeout if timeout is None else timeout)
+
+    def call(self, world_size: int, target: str, *args: Any, backend: str = "gloo", device: str = "cpu",
+             timeout: float | None = None) -> list[RankResult | None]:
+        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails."""
+        rank_set = self.rank_set(backend, device, world_size)
+        return rank_set.call(target, args, self.timeout if timeout is None else timeout)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Pool(RankSets):
     """Lazily started rank sets, one per (backend, device, world size), reused across cases."""
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_S, start_timeout: float = 120.0) -> None:
@@ -333,26 +379,13 @@ class Pool:
         key = (backend, device, world_size)
         current = self.sets.get(key)
         if current is None or current.broken:
+            check_devices(backend, device, world_size)
             self.generation += 1
             current = RankSet(self, backend, device, world_size, self.generation)
             self.sets[key] = current
             current.start(self.start_timeout)
             self.spawned_sets += 1
         return current
-
-    def run(self, case: Case, target: str, *, check_grad: bool | None = None, repeat: bool = True,
-            timeout: float | None = None) -> Outcome:
-        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks."""
-        check_grad = case.grad != "none" if check_grad is None else check_grad
-        request = RunRequest(case=case, target=target, check_grad=check_grad, repeat=repeat)
-        rank_set = self.rank_set(case.backend, case.device, case.world_size)
-        return rank_set.run(request, self.timeout if timeout is None else timeout)
-
-    def call(self, world_size: int, target: str, *args: Any, backend: str = "gloo", device: str = "cpu",
-             timeout: float | None = None) -> list[RankResult | None]:
-        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails."""
-        rank_set = self.rank_set(backend, device, world_size)
-        return rank_set.call(target, args, self.timeout if timeout is None else timeout)
 
     def close(self) -> None:
         if self.closed:
@@ -383,6 +416,29 @@ def shared_pool(timeout: float = DEFAULT_TIMEOUT_S) -> Pool:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def group_timeout_s(case_timeout: float) -> float:
+    """The process group's own timeout: far beyond the case timeout, so that the controller,
+    not the backend, decides when a rank hangs (and can dump its stack first)."""
+    return max(3600.0, 4 * case_timeout)
+
+
+def check_devices(backend: str, device: str, world_size: int) -> None:
+    """Refuse a set this machine cannot host, before starting ranks that would fail obscurely.
+
+    nccl moves CUDA tensors only and needs one GPU per rank; gloo with CUDA tensors needs
+    one GPU at least (ranks then share GPUs round-robin).
+    """
+    if backend == "nccl" and device != "cuda":
+        raise PoolError(f"an nccl group needs device=cuda, not device={device}")
+    if device != "cuda":
+        return
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise PoolError(f"device=cuda: torch {torch.__version__} sees no CUDA device")
+    if backend == "nccl" and world_size > count:
+        raise PoolError(f"an nccl group of {world_size} ranks needs {world_size} GPUs, and torch sees {count}")
 
 
 @contextlib.contextmanager

@@ -32,13 +32,23 @@ def _database() -> DirectoryBasedExampleDatabase:
     return DirectoryBasedExampleDatabase(os.environ.get(DATABASE_ENV, os.path.join(".hypothesis", "examples")))
 
 
-def register() -> None:
-    """Register the four profiles with Hypothesis (idempotent)."""
+def settings_for(name: str) -> settings:
+    """The settings of profile ``name``, built without registering anything globally.
+
+    The Python API and the CLI use this, so checking a gather from another project's test
+    suite never replaces that project's own ``dev``/``ci`` profiles.
+    """
     common = dict(deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
-    settings.register_profile("dev", max_examples=100, database=_database(), **common)
-    settings.register_profile("ci", max_examples=100, database=None, derandomize=False, **common)
-    settings.register_profile("nightly", max_examples=1000, database=_database(), **common)
-    settings.register_profile("fuzz", max_examples=10**9, database=_database(), **common)
+    if name == "ci":
+        return settings(max_examples=100, database=None, derandomize=False, **common)
+    examples = {"dev": 100, "nightly": 1000, "fuzz": 10**9}[name]
+    return settings(max_examples=examples, database=_database(), **common)
+
+
+def register() -> None:
+    """Register the four profiles with Hypothesis (idempotent); the project's conftest calls it."""
+    for name in WORLD_SIZES:
+        settings.register_profile(name, settings_for(name))
 
 
 def default_name() -> str:

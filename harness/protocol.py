@@ -3,7 +3,10 @@
 Messages are ``(name, payload)`` pairs sent as pickled bytes (plain :mod:`pickle`, so tensors
 travel by value and never through shared memory that a dying rank would take with it).
 The set is closed: controller -> rank ``run`` / ``call`` / ``stop``; rank -> controller
-``ready`` / ``result``.  This module imports only the standard library and torch.
+``ready`` / ``result``.  A remote rank (``harness.remote``) has a second, side connection on
+which the controller may ask ``stack`` while the rank is busy and the rank answers ``stack``
+(its main thread's stack and last collective).  This module imports only the standard
+library and torch.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 
 import torch
 
-TO_RANK = ("run", "call", "stop")
-FROM_RANK = ("ready", "result")
+TO_RANK = ("run", "call", "stop", "stack")
+FROM_RANK = ("ready", "result", "stack")
 
 
 @dataclass(frozen=True)

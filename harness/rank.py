@@ -67,6 +67,7 @@ class CollectiveLog:
         self.shared = shared
         self.entries: list[str] = []
         self.bytes_sent = 0
+        self.latest = "(none yet)"  # what ``shared`` would read; remote ranks have no shared memory
 
     def reset(self) -> None:
         self.entries = []
@@ -86,6 +87,7 @@ class CollectiveLog:
         self._publish(f"#{len(self.entries)} {self.entries[-1]} (returned)")
 
     def _publish(self, text: str) -> None:
+        self.latest = text
         if self.shared is not None:
             self.shared.value = text.encode()[: len(self.shared) - 1]
 
@@ -108,7 +110,7 @@ class CollectiveLog:
 
 def main(init: RankInit, conn: Connection, last_collective: Any) -> None:
     """Entry point of a rank process (target of ``Process``)."""
-    _die_with_parent(init.driver_pid)
+    die_with_parent(init.driver_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     _redirect_output(init.log_path)
     stack_file = open(init.stack_path, "w")
@@ -121,29 +123,41 @@ def main(init: RankInit, conn: Connection, last_collective: Any) -> None:
     started = time.perf_counter()
     _join_group(init)
     send(conn, "ready", {"rank": init.rank, "pid": os.getpid(), "startup_s": time.perf_counter() - started})
-    handlers = {"run": functools.partial(on_run, init, log), "call": functools.partial(on_call, log)}
-    while True:
-        try:
-            name, payload = receive(conn)
-        except (EOFError, OSError):
-            break  # the controller is gone
-        if name == "stop":
-            break
-        send(conn, "result", handlers[name](payload))
+    serve(conn, log)
     if dist.is_initialized():
         dist.destroy_process_group()
     os._exit(0)
 
 
-def on_run(init: RankInit, log: CollectiveLog, request: RunRequest) -> RankResult:
+def serve(conn: Connection, log: CollectiveLog) -> bool:
+    """Answer ``run`` and ``call`` messages until ``stop`` (True) or the controller is gone (False).
+
+    The message loop of every rank, whoever started it: pool ranks (:func:`main`) and the
+    ranks torchrun starts for a remote driver (``harness.remote``) join their group their
+    own way, then serve here.
+    """
+    handlers = {"run": functools.partial(on_run, log), "call": functools.partial(on_call, log)}
+    while True:
+        try:
+            name, payload = receive(conn)
+        except (EOFError, OSError):
+            return False
+        if name == "stop":
+            return True
+        send(conn, "result", handlers[name](payload))
+
+
+def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
     """Run the target on this rank's slice of the case and report everything observed."""
     log.reset()
-    result = RankResult(rank=init.rank)
+    rank = dist.get_rank()
+    result = RankResult(rank=rank)
     phase = "setup"
     try:
         gather = targets.load(request.target)
         case = request.case
-        x = make_input(case, init.rank, requires_grad=request.check_grad, device=_device(init))
+        device = case_device(case.device)
+        x = make_input(case, rank, requires_grad=request.check_grad, device=device)
         stride_before = x.stride()
         phase = "forward"
         t0 = time.perf_counter()
@@ -152,10 +166,10 @@ def on_run(init: RankInit, log: CollectiveLog, request: RunRequest) -> RankResul
         _record_output(result, y)
         if request.check_grad:
             phase = "backward"
-            result.grad = _gradient(y, x, make_cotangent(case, init.rank, device=_device(init)))
+            result.grad = _gradient(y, x, make_cotangent(case, rank, device=device))
         if request.repeat:
             phase = "repeat"
-            companion = make_input(case, init.rank, device=_device(init), companion=True)
+            companion = make_input(case, rank, device=device, companion=True)
             result.companion_output = _cpu(gather(companion, case.dim))
             result.output_later = _cpu(y)
             result.repeat_output = _cpu(gather(x, case.dim))
@@ -212,9 +226,30 @@ def _cpu(t: torch.Tensor) -> torch.Tensor | None:
 
 
 def _device(init: RankInit) -> str:
+    """The GPU a pool rank is pinned to: its own with nccl (the pool checks there are enough),
+    shared round-robin with gloo (one GPU can hold every rank of a gloo group)."""
     if init.device == "cuda":
         return f"cuda:{init.rank % torch.cuda.device_count()}"
     return "cpu"
+
+
+def case_device(device: str) -> str:
+    """Where this rank builds a case's tensors: the GPU it was pinned to when it joined."""
+    return f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
+
+
+def configure_nccl() -> None:
+    """Make NCCL collectives fail like gloo ones; call before creating an nccl group.
+
+    Blocking wait makes each collective call block until the GPU work is done (or raise on
+    the group timeout), so "last collective entered" and stall-based desync detection mean
+    the same as with gloo, and a hang is a rank sitting inside the collective call, where
+    its stack shows it.  Asynchronous error handling tears the process down on an NCCL
+    error the watchdog sees: a crash the pool reports, never a rank that lingers broken.
+    Both are defaults only: a user's own setting wins.
+    """
+    os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
 
 
 def _restore_globals() -> None:
@@ -226,6 +261,8 @@ def _restore_globals() -> None:
 def _join_group(init: RankInit) -> None:
     if init.device == "cuda":
         torch.cuda.set_device(_device(init))
+    if init.backend == "nccl":
+        configure_nccl()
     store = dist.PrefixStore(
         init.store_prefix,
         dist.TCPStore(init.store_host, init.store_port, is_master=False, timeout=timedelta(seconds=60)),
@@ -250,11 +287,12 @@ def _redirect_output(path: str) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
-def _die_with_parent(driver_pid: int) -> None:
+def die_with_parent(driver_pid: int) -> None:
     """Never outlive the driver, however it ends (Ctrl-C, SIGTERM, SIGKILL of an xdist worker).
 
-    Linux SIGKILLs this rank when its parent (the forkserver, which exits with the driver)
-    dies; a watchdog thread covers the driver itself dying while the forkserver lingers.
+    Linux SIGKILLs this rank when its parent (the forkserver, which exits with the driver,
+    or torchrun's agent for a remote rank) dies; a watchdog thread covers ``driver_pid``
+    itself dying while the parent lingers.
     """
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1

@@ -19,7 +19,7 @@ from hypothesis import event, given, note, settings
 import strategies
 from harness import capabilities
 from harness.case import Case
-from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, de_facto_contract
+from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
 from harness.contract import Contract, UsageError
 from harness.pool import Outcome, Pool, shared_pool
 
@@ -76,6 +76,7 @@ class CheckReport:
     misuse_findings: list[Finding] = field(default_factory=list)
     misuse_examples: int = 0
     de_facto: dict[str, int] = field(default_factory=dict)
+    graded_cases: int = 0
     seed: int | None = None
 
     @property
@@ -83,10 +84,15 @@ class CheckReport:
         return "fail" if self.findings or self.misuse_findings else "pass"
 
     def de_facto_semantics(self) -> str:
-        """The gradient contract the gradients matched most often (over cases with gradients)."""
-        if not self.de_facto:
+        """The gradient contract(s) the gradients matched in every case that had gradients.
+
+        ``local=sum=mean`` means no drawn case told them apart; ``none of them`` means no
+        single contract explains every case.
+        """
+        if not self.graded_cases:
             return "n/a"
-        return max(self.de_facto.items(), key=lambda item: item[1])[0]
+        always = [c for c in ("local", "sum", "mean") if self.de_facto.get(c, 0) == self.graded_cases]
+        return "=".join(always) if always else "none of them"
 
     def to_json(self) -> dict:
         return {
@@ -129,13 +135,15 @@ def run_check(
         raise UsageError(f"--dtypes: none of {', '.join(contract.dtypes)} is supported by {backend}/{device} "
                          f"(supported: {', '.join(caps.gather_dtypes())})")
     progress = Progress()
-    semantics: collections.Counter[str] = collections.Counter()
+    semantics: collections.Counter[str] = collections.Counter()  # "" counts the graded cases
     started = time.monotonic()
     case_strategy = strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device)
     key = f"{target}|{contract.describe()}".encode()
     findings = _search(case_strategy, lambda case: _judge(pool, target, case, timeout, semantics if track_semantics else None),
                        progress, on_example, max_examples, duration_s, seed, base_settings, key, shrink_budget_s)
-    report = CheckReport(target, contract, progress.examples, 0.0, findings, seed=seed, de_facto=dict(semantics))
+    graded = semantics.pop("", 0)
+    report = CheckReport(target, contract, progress.examples, 0.0, findings, seed=seed, de_facto=dict(semantics),
+                         graded_cases=graded)
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse_progress = Progress()
         misuse_strategy = strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes())
@@ -150,9 +158,9 @@ def run_check(
 def _judge(pool: Pool, target: str, case: Case, timeout: float, semantics: collections.Counter | None) -> list[Violation]:
     outcome = pool.run(case, target, timeout=timeout)
     if semantics is not None and case.grad != "none":
-        label = de_facto_contract(outcome)
-        if label != "unknown":
-            semantics[label] += 1
+        matched = matching_contracts(outcome)
+        if matched is not None:
+            semantics.update(matched | {""})
     _note_outcome(outcome)
     return check_outcome(outcome)
 

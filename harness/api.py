@@ -1,0 +1,255 @@
+"""The Python API, and the steps every front end shares (CLI ``check``, pytest plugin, report).
+
+Use it from another project's test suite::
+
+    from harness import check_gather
+
+    def test_my_gather():
+        check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
+
+``check_gather`` returns the :class:`~harness.search.CheckReport` when no counterexample was
+found and raises ``AssertionError`` whose text is the counterexample otherwise: the property
+violated, the minimal case, what each rank got versus the reference, and the path of a
+standalone repro script.  The target is always imported by a rank process, never by the
+caller's process, so a gather that hangs or aborts cannot take the test run down with it.
+
+A check goes through the same three steps from every front end, so they cannot drift apart:
+:func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (a rank
+imports the target, the backend's dtype support is measured) and :func:`execute` (the search,
+then one repro script per finding).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from hypothesis import settings
+
+from harness import capabilities, profiles, repro
+from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
+from harness.pool import Pool, shared_pool
+from harness.search import CheckReport, Finding, Progress, run_check
+from harness.targets import TargetError, split_target
+
+DEFAULT_REPRO_DIR = "repros"
+#: How long a rank may take to import the target: real projects import a lot on top of torch.
+IMPORT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """One check as its user asked for it: the target, its claimed contract, the search budget.
+
+    ``dtype_text`` is the ``--dtypes`` text as written: a dtype the backend cannot gather is
+    silently skipped when it came from a group (``all``, ``int``, ...) and an error when it
+    was named explicitly.  ``profile`` is a Hypothesis profile name (``None``: the default).
+    """
+
+    target: str
+    contract: Contract
+    dtype_text: str = "all"
+    max_examples: int | None = None
+    duration_s: float | None = None
+    seed: int | None = None
+    timeout: float = 10.0
+    probe_misuse: bool = False
+    repro_dir: str = DEFAULT_REPRO_DIR
+    profile: str | None = None
+
+
+def check_gather(
+    gather: str | Callable,
+    *,
+    ragged: bool = True,
+    dims: str | int = "any",
+    grad: str = "none",
+    dtypes: str | Sequence[str] = "all",
+    world_sizes: tuple[int, int] = (1, 4),
+    max_examples: int | None = None,
+    seed: int | None = None,
+    timeout: float = 10.0,
+    probe_misuse: bool = False,
+    backend: str = "gloo",
+    device: str = "cpu",
+    repro_dir: str = DEFAULT_REPRO_DIR,
+) -> CheckReport:
+    """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
+
+    - ``gather``: ``"package.module:attr"``, ``"path/to/file.py:attr"``, or a module-level
+      callable (its ``module:qualname`` is derived; a script's own functions are found by
+      file path, so guard the script's top level with ``if __name__ == "__main__"``).
+    - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``),
+      ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
+      ``world_sizes`` (low, high), ``backend``, ``device``: the contract, as in ``check``.
+    - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
+      case), ``probe_misuse``: as in ``check``.
+    - ``repro_dir`` (default ``repros``): where repro scripts of failures are written.
+
+    The Hypothesis profile is the project's default one (``GATHER_HARNESS_PROFILE``, else
+    ``ci`` under ``CI``, else ``dev``); the caller's global Hypothesis settings are left alone.
+    Bad arguments raise :class:`~harness.contract.UsageError`, a target that cannot be
+    imported :class:`~harness.targets.TargetError`.
+    """
+    dtype_text = dtypes if isinstance(dtypes, str) else ",".join(dtypes)
+    options = CheckOptions(
+        target=target_of(gather),
+        contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
+                                device=device, world_sizes=tuple(world_sizes)),
+        dtype_text=dtype_text,
+        max_examples=max_examples,
+        seed=seed,
+        timeout=timeout,
+        probe_misuse=probe_misuse,
+        repro_dir=repro_dir,
+    )
+    pool = shared_pool(timeout)
+    prepare(options, pool)
+    report = execute(options, pool)
+    if report.verdict == "fail":
+        raise AssertionError(failure_text(report))
+    return report
+
+
+def target_of(gather: str | Callable) -> str:
+    """The ``module:attr`` selector of ``gather``, so that a rank can import it by name.
+
+    A string is checked for the selector syntax only, and a file path in it made absolute:
+    warm ranks keep the working directory they started in.  A callable must be reachable
+    from its module by its qualified name: lambdas, closures and functions defined inside
+    other functions are not, and neither are partials or bound methods of instances.
+    """
+    if isinstance(gather, str):
+        split_target(gather)
+        return repro.absolute_target(gather)
+    if not callable(gather):
+        raise UsageError(f"gather={gather!r} is neither a target string like 'package.module:attr' nor a callable")
+    module_name = getattr(gather, "__module__", None)
+    qualname = getattr(gather, "__qualname__", None)
+    if not module_name or not qualname or "<" in qualname:
+        raise UsageError(
+            f"gather={gather!r}: ranks import the gather by name, so it must be a module-level function "
+            f"(not a lambda, closure, partial or local function); define it at module level or pass 'module:attr'"
+        )
+    module = sys.modules.get(module_name)
+    found: object = module
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if found is not gather:
+        raise UsageError(f"gather={gather!r}: {module_name}.{qualname} does not name this object; "
+                         f"pass a module-level function or a 'module:attr' string")
+    if module_name == "__main__":
+        path = getattr(module, "__file__", None)
+        if path is None:
+            raise UsageError(f"gather={gather!r} is defined in an interactive session; ranks cannot import it: "
+                             f"put it in a file and pass 'path/to/file.py:{qualname}'")
+        return f"{os.path.abspath(path)}:{qualname}"
+    return f"{module_name}:{qualname}"
+
+
+def build_contract(
+    *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int]
+) -> Contract:
+    """The contract the options describe, checked against each other and against this machine.
+
+    Raises :class:`UsageError` naming the option: unknown names, a range outside 1..8, nccl
+    on CPU tensors, CUDA without a CUDA device, more nccl ranks than GPUs.
+    """
+    contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad,
+                        backends=(backend,), devices=(device,), world_sizes=world_sizes)
+    _check_machine(backend, device, world_sizes)
+    return contract
+
+
+def _check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> None:
+    if backend == "nccl" and device != "cuda":
+        raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
+    if device != "cuda":
+        return
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise UsageError(f"--device cuda: no CUDA device is visible to torch {torch.__version__} "
+                         "(torch.cuda.device_count() == 0); use --backend gloo --device cpu")
+    low, high = world_sizes
+    if backend == "nccl" and high > count:
+        raise UsageError(f"--world-sizes {low}-{high}: nccl needs one GPU per rank and torch sees {count}; "
+                         f"use --world-sizes {min(low, count)}-{count}")
+
+
+def prepare(options: CheckOptions, pool: Pool) -> tuple[str, ...]:
+    """Have a rank import the target and measure the backend; return the dtypes not drawn.
+
+    Raises :class:`~harness.targets.TargetError` when the target cannot be loaded and
+    :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
+    """
+    verify_target(pool, options.target)
+    backend, device = options.contract.backends[0], options.contract.devices[0]
+    caps = capabilities.measure(pool, backend, device)
+    missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))
+    named = {part.strip() for part in options.dtype_text.split(",")} - set(DTYPE_GROUPS)
+    refused = [name for name in missing if name in named]
+    if refused:
+        raise UsageError(
+            f"--dtypes {','.join(refused)}: {backend}/{device} cannot all_gather {', '.join(refused)} in torch "
+            f"{torch.__version__} (it can: {', '.join(caps.gather_dtypes())}); drop it, or use a group such as all"
+        )
+    return missing
+
+
+def verify_target(pool: Pool, target: str) -> None:
+    """Import ``target`` on one rank; raise :class:`TargetError` with the reason it is unusable."""
+    result = pool.call(1, "harness.targets:validate", target, timeout=IMPORT_TIMEOUT_S)[0]
+    if result is None:
+        raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
+    if result.error:
+        raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
+    if result.value:
+        raise TargetError(result.value)
+
+
+def execute(options: CheckOptions, pool: Pool, on_example: Callable[[Progress], None] | None = None) -> CheckReport:
+    """Run the search, then write a repro script for every finding (its path lands in ``repro``)."""
+    report = run_check(
+        options.target,
+        options.contract,
+        max_examples=options.max_examples,
+        duration_s=options.duration_s,
+        seed=options.seed,
+        timeout=options.timeout,
+        probe_misuse=options.probe_misuse,
+        pool=pool,
+        on_example=on_example,
+        base_settings=profile_settings(options.profile),
+    )
+    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
+        for finding in findings:
+            finding.repro = str(repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
+                                            out_of_contract=out_of_contract))
+    return report
+
+
+def profile_settings(name: str | None) -> settings:
+    """The settings of Hypothesis profile ``name`` (default: the project default), without loading it.
+
+    Never the caller's global profile: a library must not change it, and Hypothesis' own
+    default has a 200 ms deadline that real multi-process examples would trip at random.
+    """
+    return profiles.settings_for(name or profiles.default_name())
+
+
+def failure_text(report: CheckReport) -> str:
+    """Every finding's counterexample text with its repro script."""
+    return "\n\n".join(finding_text(finding) for finding in report.findings + report.misuse_findings)
+
+
+def finding_text(finding: Finding) -> str:
+    """The property, the minimal case, what each rank got versus the reference, and the repro."""
+    run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
+    return f"{finding.message}\nrepro: {finding.repro}\n  run: {run}"
+
+
+__all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "build_contract", "check_gather", "execute", "failure_text",
+           "finding_text", "prepare", "profile_settings", "target_of", "verify_target"]

@@ -1,0 +1,492 @@
+"""``python -m harness fuzz`` and ``python -m harness replay``: long randomized runs, and their findings again.
+
+``fuzz`` searches the whole catalogue (round-robin, each variant against its authors' claim)
+or one TARGET (with the contract options of ``check``) until a time budget is spent
+(``--duration 30m``).  Each turn of a variant is a time slice run by the same engine as
+``check`` (:func:`harness.api.execute`) with a fresh seed and the ``fuzz`` Hypothesis profile,
+whose example database persists: failures found once are tried first in every later run,
+on any machine given the same database (the database key names target and contract, not
+backend or device, so a GPU run's failures replay on a CPU box as far as the case allows).
+A variant with a finding leaves the rotation; the others go on.
+
+The JSON summary (``--json``, default ``fuzz.json``) is rewritten atomically every
+``--save-every`` seconds, after every slice, and at the end, also on SIGTERM or Ctrl-C, so
+a killed run loses at most the last few seconds.  Each finding in it carries its case as
+JSON; ``replay SUMMARY.json --index N`` runs that case again (``--on-cpu``: a CUDA case with
+gloo on CPU tensors).  A failure still being shrunk when the run is killed is not in the
+summary, but Hypothesis has already saved it in the database: the next run starts with it.
+
+Exit status of ``fuzz``: 0 nothing found, 1 something found, 2 bad arguments, 3 the harness
+could not run, 130 interrupted before anything was found.  Of ``replay``: 0 no chosen finding
+reproduced, 1 at least one did, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness import profiles, remote
+from harness.api import CheckOptions, build_contract, execute, finding_text, prepare, profile_settings, target_of
+from harness.case import Case
+from harness.checks import check_misuse, check_outcome
+from harness.cli import _add_check_arguments, _check_writable, _positive_float, one_line, rerun_command
+from harness.contract import Contract, UsageError, parse_world_sizes
+from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
+from harness.reporting import ProgressLine
+from harness.search import Finding, Progress, format_violations
+from harness.targets import TargetError
+from harness.variants import CATALOGUE, by_name
+
+DEFAULT_DURATION_S = 600.0
+DEFAULT_SUMMARY = "fuzz.json"
+DEFAULT_SAVE_EVERY_S = 30.0
+#: A variant's turn lasts its share of the time left, within these bounds: long enough for
+#: Hypothesis to get past its database replay and first phases, short enough to rotate.
+MIN_SLICE_S = 5.0
+MAX_SLICE_S = 120.0
+#: Seeds of consecutive slices are this far apart (``run_check`` uses seed, seed+1, ... per batch).
+SEED_STRIDE = 1000
+
+
+class _TurnOver(BaseException):
+    """Ends a slice between two examples.
+
+    A ``BaseException`` so that Hypothesis lets it through instead of taking it for a
+    failure of the code under test; raised only while nothing has failed in the slice.
+    """
+
+
+# -- what is fuzzed ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One target in the rotation, with its contract and its tally so far."""
+
+    name: str
+    target: str
+    contract: Contract
+    dtype_text: str = "all"
+    examples: int = 0
+    elapsed_s: float = 0.0
+    slices: int = 0
+    status: str = "waiting"  # waiting -> fuzzing -> pass | fail | error
+    error: str = ""
+    prepared: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("waiting", "fuzzing")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "target": self.target, "contract": self.contract.describe(),
+                "status": self.status, "examples": self.examples, "elapsed_s": round(self.elapsed_s, 1),
+                "slices": self.slices, "error": self.error or None}
+
+
+def plan(args: argparse.Namespace) -> list[Entry]:
+    """The rotation the options ask for: TARGET alone, or catalogue variants on the chosen backend."""
+    profile = args.profile or "fuzz"
+    contract = _options_contract(args, profile)
+    if args.target is not None:
+        if args.variants:
+            raise UsageError("--variants picks catalogue variants; leave it out when fuzzing a TARGET")
+        target = target_of(args.target)
+        return [Entry(target.rpartition(":")[2], target, contract, args.dtypes or "all")]
+    given = [name for name, value in (("--ragged/--no-ragged", args.ragged), ("--dims", args.dims),
+                                      ("--grad", args.grad), ("--dtypes", args.dtypes)) if value is not None]
+    if given:
+        raise UsageError(f"{given[0]} describes a TARGET; catalogue variants are held to their authors' claims "
+                         f"(pick some with --variants a,b)")
+    try:
+        specs = [by_name(name.strip()) for name in args.variants.split(",")] if args.variants else list(CATALOGUE)
+    except KeyError as exc:
+        raise UsageError(f"--variants: {exc.args[0]}") from None
+    on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes}
+    return [Entry(spec.name, spec.target, spec.contract.with_(**on_backend)) for spec in specs]
+
+
+def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
+    """The contract of the options (check's defaults where unset), checked against this machine.
+
+    Without ``--world-sizes`` the profile's range applies, capped for nccl at the GPUs here.
+    """
+    if args.world_sizes:
+        world_sizes = parse_world_sizes(args.world_sizes)
+    else:
+        low, high = profiles.WORLD_SIZES[profile]
+        if args.backend == "nccl":
+            high = max(low, min(high, torch.cuda.device_count()))
+        world_sizes = (low, high)
+    build = remote.build_contract if args.listen else build_contract
+    return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
+                 grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
+                 device=args.device, world_sizes=world_sizes)
+
+
+# -- the budget and the summary ----------------------------------------------------------------------
+
+
+@dataclass
+class Budget:
+    """When the run ends: a deadline, an example cap, or both."""
+
+    duration_s: float | None
+    max_examples: int | None
+    started: float = field(default_factory=time.monotonic)
+
+    def left_s(self) -> float:
+        return float("inf") if self.duration_s is None else self.duration_s - (time.monotonic() - self.started)
+
+    def spent(self, examples: int) -> bool:
+        return self.left_s() <= 0 or (self.max_examples is not None and examples >= self.max_examples)
+
+    def slice_s(self, active: int) -> float:
+        """This turn's length: a fair share of the time left, within the slice bounds."""
+        share = min(MAX_SLICE_S, max(MIN_SLICE_S, self.left_s() / max(1, active)))
+        return min(share, self.left_s())
+
+
+@dataclass
+class Summary:
+    """The run as JSON, rewritten atomically to ``path`` at most every ``every_s`` unless forced."""
+
+    path: str
+    every_s: float
+    settings: dict
+    entries: list[Entry]
+    findings: list[dict] = field(default_factory=list)
+    status: str = "running"
+    error: str = ""
+    started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: _now())
+    saved_at: float = float("-inf")
+
+    @property
+    def examples(self) -> int:
+        return sum(entry.examples for entry in self.entries)
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "verdict": "fail" if self.findings else "pass",
+            "found": len(self.findings),
+            "examples": self.examples,
+            "elapsed_s": round(time.monotonic() - self.started, 1),
+            "started_at": self.started_at,
+            "updated_at": _now(),
+            **self.settings,
+            "error": self.error or None,
+            "targets": [entry.to_json() for entry in self.entries],
+            "findings": self.findings,
+        }
+
+    def save(self, *, force: bool = False) -> None:
+        if force or time.monotonic() - self.saved_at >= self.every_s:
+            remote.write_atomically(self.path, json.dumps(self.to_json(), indent=2) + "\n")
+            self.saved_at = time.monotonic()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- the loop ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fuzzer:
+    """Round-robin over the entries until the budget is spent or every entry has left the rotation."""
+
+    entries: list[Entry]
+    summary: Summary
+    budget: Budget
+    pool: RankSets
+    seed: int
+    timeout: float
+    probe_misuse: bool
+    repro_dir: str
+    profile: str
+    show: Callable[[Progress], None] | None = None
+    turns: int = 0
+
+    def run(self) -> None:
+        """Turn after turn until the budget is spent; entries still in the rotation then pass."""
+        try:
+            while not self.budget.spent(self.summary.examples):
+                active = [entry for entry in self.entries if entry.active]
+                if not active:
+                    return
+                for entry in active:
+                    if self.budget.spent(self.summary.examples):
+                        return
+                    self.turn(entry, self.budget.slice_s(len(active)))
+        finally:
+            for entry in self.entries:
+                if entry.status == "fuzzing":
+                    entry.status = "pass"
+
+    def prepare(self, entry: Entry) -> None:
+        """Have a rank import the target and measure the backend (once per entry)."""
+        prepare(self._options(entry, None), self.pool)
+        entry.prepared = True
+
+    def turn(self, entry: Entry, slice_s: float) -> None:
+        """One slice of ``entry``: a search with a fresh seed that ends on time or on a finding."""
+        options = self._options(entry, slice_s)
+        started, before = time.monotonic(), entry.examples
+        entry.status = "fuzzing"
+        report = None
+        try:
+            if not entry.prepared:
+                self.prepare(entry)
+            report = execute(options, self.pool, on_example=self._watch(entry, before, slice_s))
+        except _TurnOver:
+            pass
+        except (TargetError, UsageError) as exc:
+            entry.status, entry.error = "error", one_line(exc)
+        finally:
+            entry.slices += 1
+            entry.elapsed_s += time.monotonic() - started
+        if report is not None:
+            self._record(entry, report.findings, report.misuse_findings, started)
+        self.summary.save(force=True)
+
+    def _options(self, entry: Entry, slice_s: float | None) -> CheckOptions:
+        """The ``check`` options of the next turn: a seed no earlier turn used."""
+        self.turns += 1
+        return CheckOptions(target=entry.target, contract=entry.contract, dtype_text=entry.dtype_text,
+                            duration_s=slice_s, seed=self.seed + SEED_STRIDE * self.turns, timeout=self.timeout,
+                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile)
+
+    def _watch(self, entry: Entry, before: int, slice_s: float) -> Callable[[Progress], None]:
+        """The per-example callback: tally, progress line, periodic save, and the end of the turn.
+
+        A slice with ``--probe-misuse`` runs two searches (in-contract, then out-of-contract),
+        each with its own :class:`Progress`; each gets its share of the slice.
+        """
+        phase_s = slice_s / 2 if self.probe_misuse else slice_s
+        phases: dict[int, tuple[float, int]] = {}  # id(progress) -> (deadline, examples so far)
+
+        def watch(progress: Progress) -> None:
+            deadline, _ = phases.get(id(progress), (time.monotonic() + phase_s, 0))
+            phases[id(progress)] = (deadline, progress.examples)
+            entry.examples = before + sum(count for _, count in phases.values())
+            if self.show is not None:
+                self.show(Progress(examples=self.summary.examples, failures=len(self.summary.findings),
+                                   started=self.summary.started, current=progress.current))
+            self.summary.save()
+            out_of_time = time.monotonic() >= deadline or self.budget.spent(self.summary.examples)
+            if out_of_time and not progress.failures:
+                raise _TurnOver
+
+        return watch
+
+    def _record(self, entry: Entry, findings: list[Finding], misuse: list[Finding], started: float) -> None:
+        for out_of_contract, found in ((False, findings), (True, misuse)):
+            for finding in found:
+                self.summary.findings.append(self._finding_json(entry, finding, out_of_contract, started))
+        if findings or misuse:
+            entry.status = "fail"
+
+    def _finding_json(self, entry: Entry, finding: Finding, out_of_contract: bool, started: float) -> dict:
+        index = len(self.summary.findings)
+        return {"index": index, "name": entry.name, "target": entry.target, "contract": entry.contract.describe(),
+                **finding.to_json(), "out_of_contract": out_of_contract,
+                "found_after_s": round(started - self.summary.started, 1),
+                "replay": f"python -m harness replay {self.summary.path} --index {index}"}
+
+
+# -- the commands ------------------------------------------------------------------------------------------
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``fuzz`` and ``replay`` to the CLI's subcommands."""
+    fuzz = commands.add_parser(
+        "fuzz", help="randomized search over the catalogue (or one TARGET) for a time budget",
+        description="Fuzz every catalogue variant against its authors' claim, or one TARGET against the contract "
+                    "options, for --duration; keep the example database; rewrite a JSON summary as it goes. "
+                    "Exit status: 0 nothing found, 1 something found, 2 bad arguments.")
+    _add_fuzz_arguments(fuzz)
+    fuzz.set_defaults(run=run_fuzz_command)
+    replay = commands.add_parser(
+        "replay", help="run the findings of a fuzz summary again",
+        description="Run the cases of a fuzz summary's findings again on fresh ranks. Exit status: 0 none "
+                    "reproduced, 1 at least one reproduced, 2 bad arguments.")
+    replay.add_argument("summary", metavar="SUMMARY.json", help="the JSON summary a fuzz run wrote")
+    replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
+    replay.add_argument("--on-cpu", action="store_true",
+                        help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
+    replay.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                        help="per case: a rank still running after this long is a hang (default: 10)")
+    replay.set_defaults(run=run_replay_command)
+
+
+def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
+    """``check``'s options, retuned: TARGET optional, contract options unset, fuzz-sized defaults."""
+    _add_check_arguments(parser)
+    actions = {action.dest: action for action in parser._actions}
+    actions["target"].nargs, actions["target"].default = "?", None
+    actions["target"].help = "one gather(x, dim) as in check (default: every catalogue variant, round-robin)"
+    actions["duration"].help = f"time budget: SECONDS, 30s, 10m, 1h (default: {DEFAULT_DURATION_S / 60:g}m)"
+    actions["max_examples"].help = "stop after N examples in all instead of after a time budget"
+    actions["json"].help = f"the JSON summary, rewritten as the run goes (default: {DEFAULT_SUMMARY})"
+    actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
+    parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=DEFAULT_SUMMARY)
+    extra = parser.add_argument_group("fuzz")
+    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants (default: all)")
+    extra.add_argument("--database", metavar="DIR",
+                       help=f"the example database directory (default: ${profiles.DATABASE_ENV}, else "
+                            f".hypothesis/examples)")
+    extra.add_argument("--save-every", type=_positive_float, default=DEFAULT_SAVE_EVERY_S, metavar="SECONDS",
+                       help=f"rewrite the summary at least this often (default: {DEFAULT_SAVE_EVERY_S:g})")
+    remote.add_arguments(parser)
+
+
+def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
+    """``fuzz``: see the module docstring."""
+    _check_writable("--json", args.json)
+    if args.database:
+        os.environ[profiles.DATABASE_ENV] = args.database  # the profiles read it when registered
+    entries = plan(args)
+    profile = args.profile or "fuzz"
+    seed = random.randrange(1_000_000) if args.seed is None else args.seed
+    duration = DEFAULT_DURATION_S if args.duration is None and args.max_examples is None else args.duration
+    contract = entries[0].contract
+    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool(args.timeout)
+    database = getattr(profile_settings(profile).database, "path", None)
+    settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
+                "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,
+                "database": str(database) if database else None, "duration_s": duration}
+    summary = Summary(args.json, args.save_every, settings, entries)
+    fuzzer = Fuzzer(entries, summary, Budget(duration, args.max_examples), pool, seed, args.timeout,
+                    args.probe_misuse, args.repro_dir, profile)
+    if args.target is not None:
+        fuzzer.prepare(entries[0])  # a TARGET that cannot be loaded is a usage error (2), as in check
+    if not args.quiet:
+        print(_header(fuzzer), flush=True)
+    progress = None if args.quiet else ProgressLine(label="  ")
+    fuzzer.show = progress
+    with _interruptible_once():
+        try:
+            fuzzer.run()
+            summary.status = "finished"
+        except KeyboardInterrupt:
+            summary.status = "interrupted"
+        except (PoolError, PoolGone) as exc:
+            summary.status, summary.error = "error", one_line(exc)
+            raise
+        finally:
+            if progress is not None:
+                progress.close()
+            summary.save(force=True)
+    print(_verdict_text(summary))
+    if summary.findings:
+        return 1
+    return 130 if summary.status == "interrupted" else 0
+
+
+def _header(fuzzer: Fuzzer) -> str:
+    settings = fuzzer.summary.settings
+    names = ", ".join(entry.name for entry in fuzzer.entries)
+    budget = (f"{settings['duration_s']:g} s" if settings["duration_s"] is not None else "no time limit") + (
+        f", at most {fuzzer.budget.max_examples} examples" if fuzzer.budget.max_examples else "")
+    low, high = settings["world_sizes"]
+    return "\n".join([
+        f"gather-harness fuzz: {len(fuzzer.entries)} target(s): {names}",
+        f"  {settings['backend']}/{settings['device']}, world sizes {low}-{high}, profile {settings['profile']}, "
+        f"database {settings['database']}, budget {budget}, seed {settings['seed']}",
+        f"  summary: {fuzzer.summary.path} (rewritten every {fuzzer.summary.every_s:g} s)",
+    ])
+
+
+def _verdict_text(summary: Summary) -> str:
+    state = {"finished": "", "interrupted": " (interrupted)", "error": " (stopped by an error)"}[summary.status]
+    head = (f"FOUND {len(summary.findings)} finding(s)" if summary.findings else "NOTHING FOUND") + (
+        f" in {summary.examples} examples ({time.monotonic() - summary.started:.0f} s){state}")
+    lines = [head] + [f"  {entry.name}: {entry.status}, {entry.examples} examples"
+                      + (f" ({entry.error})" if entry.error else "") for entry in summary.entries]
+    for finding in summary.findings:
+        shown = Finding(finding["property"], finding["kind"], Case.from_dict(finding["case"]), finding["message"], [],
+                        finding["repro"])
+        lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown), f"replay: {finding['replay']}"]
+    lines.append(f"\nsummary: {summary.path}")
+    return "\n".join(lines)
+
+
+def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
+    """``replay``: each chosen finding's case once more, on fresh ranks; 1 if any still fails."""
+    findings = _load_findings(args.summary)
+    if args.index is not None and not 0 <= args.index < len(findings):
+        raise UsageError(f"--index {args.index}: {args.summary} has {len(findings)} finding(s)")
+    chosen = findings if args.index is None else [findings[args.index]]
+    pool = shared_pool(args.timeout)
+    reproduced = 0
+    for finding in chosen:
+        case = _replay_case(finding, args.on_cpu)
+        outcome = pool.run(case, finding["target"], timeout=args.timeout)
+        violations = (check_misuse if finding.get("out_of_contract") else check_outcome)(outcome)
+        reproduced += bool(violations)
+        verdict = "reproduced" if violations else "did not reproduce (the case passed)"
+        print(f"[{finding['index']}] {finding['name']} ({finding['property']}): {verdict}")
+        if violations:
+            print(format_violations(case, violations))
+    return 1 if reproduced else 0
+
+
+def _load_findings(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            findings = json.load(handle)["findings"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not a readable fuzz summary ({one_line(exc)})") from None
+    if not findings:
+        raise UsageError(f"{path}: the summary has no findings to replay")
+    return findings
+
+
+def _replay_case(finding: dict, on_cpu: bool) -> Case:
+    """The finding's case, moved to gloo/CPU if asked; a usage error if this machine cannot run it."""
+    case = Case.from_dict(finding["case"])
+    if on_cpu:
+        case = dataclasses.replace(case, backend="gloo", device="cpu")
+    try:
+        check_devices(case.backend, case.device, case.world_size)
+    except PoolError as exc:
+        raise UsageError(f"finding {finding['index']}: {exc}; add --on-cpu to run it with gloo on CPU tensors") from None
+    return case
+
+
+@contextlib.contextmanager
+def _interruptible_once() -> Iterator[None]:
+    """The first SIGTERM or SIGINT ends the run as ``KeyboardInterrupt``; later ones are ignored.
+
+    So the summary is written and the ranks are stopped however the run is ended: a second
+    signal (``timeout`` forwards its own SIGTERM, an impatient Ctrl-C) cannot cut that short.
+    """
+    caught = (signal.SIGTERM, signal.SIGINT)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        for number in caught:
+            signal.signal(number, lambda *_: None)
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in caught}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

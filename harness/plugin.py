@@ -1,0 +1,142 @@
+"""pytest plugin: ``pytest --gather-impl TARGET`` checks a gather like ``python -m harness check``.
+
+Loaded for every pytest run in an environment where gather-harness is installed (entry point
+``gather_harness``), so without a target it adds nothing: no items, no header lines, no
+torch import.  With a target it adds one test item, ``gather-harness::check[TARGET]``, which
+runs the whole search and fails with the counterexample text (property, minimal case, what
+each rank got versus the reference, repro script path).  The item runs under ``pytest -n
+auto`` like any other (on one worker; the others run the rest of the suite).
+
+Options (the contract options mirror ``check``'s, with the same defaults):
+
+- ``--gather-impl TARGET``: ``package.module:attr`` or ``path/to/file.py:attr``; the
+  environment variable ``GATHER_IMPL`` selects a target too (the option wins).
+- ``--gather-ragged`` / ``--gather-no-ragged`` (default ragged), ``--gather-dims {0,any}``,
+  ``--gather-grad {none,local,sum,mean}``, ``--gather-dtypes LIST`` (default ``all``),
+  ``--gather-backend {gloo,nccl}``, ``--gather-device {cpu,cuda}``,
+  ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci).
+- ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
+  (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
+  ``--gather-repro-dir DIR`` (default ``repros`` under the rootdir).
+
+The Hypothesis profile is ``--hypothesis-profile`` when given, else the project default
+(``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
+run with a usage error before anything is collected.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from harness import profiles
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, UsageError, parse_world_sizes
+
+if TYPE_CHECKING:
+    from harness.api import CheckOptions
+
+TARGET_ENV = "GATHER_IMPL"
+_OPTIONS: pytest.StashKey[CheckOptions] = pytest.StashKey()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gather-harness", "check a gather(x, dim) implementation (gather-harness)")
+    group.addoption("--gather-impl", metavar="TARGET",
+                    help=f"package.module:attr or path/to/file.py:attr to check (or ${TARGET_ENV})")
+    group.addoption("--gather-ragged", dest="gather_ragged", action="store_true", default=True,
+                    help="ranks may hold different lengths along dim (default)")
+    group.addoption("--gather-no-ragged", dest="gather_ragged", action="store_false", help="equal shapes only")
+    group.addoption("--gather-dims", choices=("0", "any"), default="any", help="dim 0 only, or any dim (default: any)")
+    group.addoption("--gather-grad", choices=GRAD_CONTRACTS, default="none", help="gradient contract (default: none)")
+    group.addoption("--gather-dtypes", default="all", metavar="LIST", help="dtype names and groups (default: all)")
+    group.addoption("--gather-backend", choices=BACKENDS, default="gloo", help="default: gloo")
+    group.addoption("--gather-device", choices=DEVICES, default="cpu", help="default: cpu")
+    group.addoption("--gather-world-sizes", metavar="A-B", help="world-size range (default: the profile's)")
+    group.addoption("--gather-max-examples", type=int, metavar="N", help="examples (default: the profile's)")
+    group.addoption("--gather-timeout", type=float, default=10.0, metavar="SECONDS",
+                    help="per case: a rank still running after this long is a hang (default: 10)")
+    group.addoption("--gather-probe-misuse", action="store_true", help="also probe out-of-contract input")
+    group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/repros)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Turn the options into a check, or do nothing when no target is selected."""
+    target = config.getoption("gather_impl") or os.environ.get(TARGET_ENV)
+    if not target:
+        return
+    from harness import api  # imports torch: only when a target is selected
+    from harness.targets import TargetError
+
+    profile = config.getoption("hypothesis_profile", None) or profiles.default_name()
+    text = config.getoption("gather_world_sizes")
+    max_examples = config.getoption("gather_max_examples")
+    try:
+        if max_examples is not None and max_examples < 1:
+            raise UsageError(f"--gather-max-examples: {max_examples} is not a positive whole number")
+        contract = api.build_contract(
+            ragged=config.getoption("gather_ragged"), dims=config.getoption("gather_dims"),
+            grad=config.getoption("gather_grad"), dtype_text=config.getoption("gather_dtypes"),
+            backend=config.getoption("gather_backend"), device=config.getoption("gather_device"),
+            world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
+        )
+        config.stash[_OPTIONS] = api.CheckOptions(
+            target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
+            max_examples=max_examples, timeout=config.getoption("gather_timeout"),
+            probe_misuse=config.getoption("gather_probe_misuse"), profile=profile,
+            repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / api.DEFAULT_REPRO_DIR),
+        )
+    except (UsageError, TargetError) as exc:
+        raise pytest.UsageError(f"gather-harness: {exc}") from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    options = config.stash.get(_OPTIONS, None)
+    if options is None:
+        return None
+    contract = options.contract
+    low, high = contract.world_sizes
+    return [f"gather-harness: checking {options.target}",
+            f"  contract {contract.describe()}; backend {contract.backends[0]}/{contract.devices[0]}; "
+            f"world sizes {low}-{high}; hypothesis profile {options.profile}"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add the check item before ``-k``/``-m`` deselect, so they can select it too."""
+    options = config.stash.get(_OPTIONS, None)
+    if options is not None:
+        name = f"check[{options.target}]"
+        items.append(GatherCheckItem.from_parent(session, name=name, nodeid=f"gather-harness::{name}"))
+
+
+class GatherCheckFailed(AssertionError):
+    """The target broke its contract; the message is the counterexample text."""
+
+
+class GatherCheckItem(pytest.Item):
+    """One item that runs the whole check for the selected target."""
+
+    def runtest(self) -> None:
+        from harness import api
+        from harness.pool import shared_pool
+
+        options = self.config.stash[_OPTIONS]
+        pool = shared_pool(options.timeout)
+        api.prepare(options, pool)
+        report = api.execute(options, pool)
+        self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples)]
+        if report.verdict == "fail":
+            raise GatherCheckFailed(api.failure_text(report))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None) -> str:
+        """The counterexample or the reason the target is unusable, without a harness traceback."""
+        from harness.targets import TargetError
+
+        if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
+        return self.path, None, f"gather-harness check {self.config.stash[_OPTIONS].target}"

@@ -1,0 +1,128 @@
+"""Our own ragged all_gather: any dim, any gloo dtype, a chosen gradient contract.
+
+Forward: one shape exchange (an ``int64`` tensor per rank) and one data collective (every
+rank's tensor, ``dim`` moved to the front and zero-padded to the longest length, gathered
+into a ``[W*max, ...]`` buffer; the valid rows are then selected in rank order).  Backward:
+``sum`` and ``mean`` pad each rank's slot of the cotangent the same way and reduce-scatter
+it (one collective); ``local`` takes this rank's slot of its own cotangent, no collective.
+The input is never modified and every result is a fresh tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.autograd.function import once_differentiable
+from torch.distributed import ProcessGroup
+
+GRADS: tuple[str, ...] = ("sum", "local", "mean")
+# torch 2.13 deprecates all_gather_into_tensor in favour of all_gather_single (same collective).
+_all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+
+
+def all_gather_ragged(
+    x: torch.Tensor, dim: int = 0, *, grad: str = "sum", group: ProcessGroup | None = None
+) -> torch.Tensor:
+    """Concatenate every rank's ``x`` along ``dim`` in rank order; lengths along ``dim`` may differ.
+
+    All other dims must be equal on every rank (a ``ValueError`` on every rank otherwise).
+    ``grad`` picks the gradient contract: ``sum`` (rank r gets the sum over ranks of their
+    cotangents' slot r), ``mean`` (that sum over the world size) or ``local`` (its own
+    cotangent's slot r).  Every rank of ``group`` must call it, and call backward for
+    ``sum``/``mean``.
+    """
+    if grad not in GRADS:
+        raise ValueError(f"grad must be one of {', '.join(GRADS)}, got {grad!r}")
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
+    return _RaggedGather.apply(x, dim % x.ndim, grad, group)
+
+
+def gather_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_gather_ragged` with ``grad="sum"``."""
+    return all_gather_ragged(x, dim, grad="sum")
+
+
+def gather_local(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_gather_ragged` with ``grad="local"``."""
+    return all_gather_ragged(x, dim, grad="local")
+
+
+def gather_mean(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_gather_ragged` with ``grad="mean"``."""
+    return all_gather_ragged(x, dim, grad="mean")
+
+
+class _RaggedGather(torch.autograd.Function):
+    """Forward gathers ragged input; backward applies the gradient contract in ``ctx.grad``."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, dim: int, grad: str, group: ProcessGroup | None
+    ) -> torch.Tensor:
+        front = x.movedim(dim, 0)
+        lengths = _exchange_lengths(front, group)
+        longest = max(lengths)
+        rows = _valid_rows(lengths, longest, x.device)
+        padded = front.new_zeros((longest, *front.shape[1:]))
+        padded[: front.shape[0]] = front
+        gathered = padded.new_empty((len(lengths) * longest, *front.shape[1:]))
+        _all_gather_single(gathered, padded, group=group)
+        ctx.dim, ctx.grad, ctx.group, ctx.rows = dim, grad, group, rows
+        ctx.longest, ctx.slot = longest, _slot(lengths, dist.get_rank(group))
+        return gathered.index_select(0, rows).movedim(0, dim).contiguous()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        front = cotangent.movedim(ctx.dim, 0)
+        if ctx.grad == "local":
+            mine = front[ctx.slot].clone(memory_format=torch.contiguous_format)
+        else:
+            own = ctx.slot.stop - ctx.slot.start
+            mine = _reduce_scatter_slots(front, ctx.rows, ctx.longest, ctx.group)[:own]
+            if ctx.grad == "mean":
+                mine = mine / dist.get_world_size(ctx.group)
+        return mine.movedim(0, ctx.dim), None, None, None
+
+
+def _exchange_lengths(front: torch.Tensor, group: ProcessGroup | None) -> list[int]:
+    """All-gather every rank's shape (gather dim first); check the other dims; return the lengths."""
+    world = dist.get_world_size(group)
+    shape = torch.tensor(front.shape, dtype=torch.int64, device=front.device)
+    shapes = shape.new_empty(world * front.ndim)  # gloo takes only the flat (concatenated) form
+    _all_gather_single(shapes, shape, group=group)
+    shapes = shapes.view(world, front.ndim)
+    rest = shapes[:, 1:]
+    if not bool((rest == rest[0]).all()):
+        raise ValueError(f"all_gather_ragged: shapes differ outside the gather dim: {shapes.tolist()}")
+    return shapes[:, 0].tolist()
+
+
+def _valid_rows(lengths: list[int], longest: int, device: torch.device) -> torch.Tensor:
+    """Indices into the ``[W*longest, ...]`` buffer of every rank's real rows, in rank order."""
+    starts = [r * longest for r in range(len(lengths))]
+    return torch.cat([torch.arange(s, s + n) for s, n in zip(starts, lengths)]).to(device)
+
+
+def _slot(lengths: list[int], rank: int) -> slice:
+    """Rank ``rank``'s rows in the concatenated output."""
+    start = sum(lengths[:rank])
+    return slice(start, start + lengths[rank])
+
+
+def _reduce_scatter_slots(
+    front: torch.Tensor, rows: torch.Tensor, longest: int, group: ProcessGroup | None
+) -> torch.Tensor:
+    """Pad every slot of the cotangent to ``longest`` rows and reduce-scatter (SUM) the blocks.
+
+    Returns this rank's block: the sum over ranks of their cotangents' slot for this rank,
+    followed by zero rows up to ``longest``.
+    """
+    padded = front.new_zeros((dist.get_world_size(group) * longest, *front.shape[1:]))
+    padded.index_copy_(0, rows, front)
+    mine = padded.new_empty((longest, *front.shape[1:]))
+    dist.reduce_scatter_tensor(mine, padded, op=dist.ReduceOp.SUM, group=group)
+    return mine

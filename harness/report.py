@@ -1,0 +1,155 @@
+"""``python -m harness report``: every catalogue variant against its authors' claim, in one table.
+
+For each variant (``harness.variants.CATALOGUE``) it runs the same search as ``check`` with
+``track_semantics=True`` and prints: the variant, its claimed contract, the verdict on
+in-contract input, the failing properties, the minimal counterexample in one line, the
+gradient semantics it really has (de facto), the out-of-contract behaviour (with
+``--probe-misuse``) and the time taken; then the backend's capability matrix.
+
+The report is informational (the expected verdicts are asserted by the project's tests):
+exit status 0 when every variant's verdict was obtained, 1 when some variant could not be
+checked at all, 2 on bad arguments.
+
+Budget, measured on the 2-core CPU box (torch 2.13, dev profile, empty example database):
+:data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant takes about 1 minute for the whole
+catalogue, leaving room under the 5-minute limit for shrinking and a busy machine.  Misuse
+probes are off by default: equal-only variants given ragged input hang by design, every
+hanging example costs the full timeout, and shrinking one such counterexample took Hypothesis
+up to its own 5-minute cap per variant (``plain_all_gather``: 305 s).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from harness import capabilities
+from harness.api import profile_settings
+from harness.contract import Contract, UsageError
+from harness.pool import Pool, shared_pool
+from harness.reporting import ProgressLine, markdown_table, text_table, write_json, write_step_summary
+from harness.search import CheckReport, run_check
+from harness.variants import CATALOGUE, VariantSpec, by_name
+
+DEFAULT_MAX_EXAMPLES = 60
+#: Shorter than ``check``'s 10 s: a correct case takes milliseconds, and every hanging example
+#: costs this much, again at each step of shrinking it.
+DEFAULT_TIMEOUT_S = 5.0
+#: Seconds of shrinking per failing property (``run_check``'s default is 60): a one-line
+#: counterexample per variant needs less, and 18 variants must fit in 5 minutes.
+SHRINK_BUDGET_S = 20.0
+NOT_PROBED = "not probed"
+HEADER = ("variant", "claimed", "verdict", "failing", "minimal counterexample", "de facto grad", "misuse", "time")
+
+
+@dataclass
+class Row:
+    """One variant's outcome: its report, or why it could not be checked."""
+
+    spec: VariantSpec
+    report: CheckReport | None
+    error: str = ""
+
+    def cells(self) -> dict[str, str]:
+        """The row, keyed by :data:`HEADER`."""
+        name, claimed = self.spec.name, short_contract(self.spec.contract)
+        report = self.report
+        if report is None:
+            values = [name, claimed, "error", "", self.error, "", "", ""]
+        else:
+            failing = ", ".join(f.property for f in report.findings)
+            minimal = report.findings[0].case.describe() if report.findings else ""
+            values = [name, claimed, "fail" if report.findings else "pass", failing, minimal,
+                      report.de_facto_semantics(), misuse_cell(report), f"{report.elapsed_s:.1f} s"]
+        return dict(zip(HEADER, values))
+
+    def summary(self) -> str:
+        """E.g. ``fail: gradients; misuse: desync (12.3 s)`` for the progress log."""
+        if self.report is None:
+            return f"not checked: {self.error}"
+        cell = self.cells()
+        failing = f": {cell['failing']}" if cell["failing"] else ""
+        misuse = "" if cell["misuse"] == NOT_PROBED else f"; misuse: {cell['misuse']}"
+        return f"{cell['verdict']}{failing}{misuse} ({cell['time']})"
+
+    def to_json(self) -> dict:
+        base = {"name": self.spec.name, "target": self.spec.target, "origin": self.spec.origin,
+                "claimed": self.spec.contract.describe()}
+        if self.report is None:
+            return {**base, "verdict": "error", "error": self.error}
+        cell = self.cells()
+        return {**base, **self.report.to_json(), "in_contract_verdict": cell["verdict"], "misuse": cell["misuse"]}
+
+
+def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None, quiet: bool = False) -> int:
+    """Check the selected variants, print the table and the capability matrix; 0 if all were checked.
+
+    ``variants`` is a comma list of catalogue names (``None``: all); the rest are the
+    command's options (see ``python -m harness report --help``).
+    """
+    specs = select(variants)
+    pool = shared_pool(timeout)
+    rows = [check_variant(spec, pool, f"[{i}/{len(specs)}] {spec.name}: ", max_examples=max_examples,
+                          probe_misuse=probe_misuse, timeout=timeout, quiet=quiet)
+            for i, spec in enumerate(specs, 1)]
+    caps = capabilities.measure(pool, "gloo", "cpu")
+    header = [column for column in HEADER if probe_misuse or column != "misuse"]
+    table = [[row.cells()[column] for column in header] for row in rows]
+    as_markdown = f"{markdown_table(header, table)}\n\n```text\n{caps.table()}\n```"
+    print(as_markdown if markdown else f"{text_table(header, table)}\n\n{caps.table()}")
+    if json_path:
+        write_json(json_path, {"torch": torch.__version__, "max_examples": max_examples,
+                               "capabilities": capability_cells(caps), "variants": [row.to_json() for row in rows]})
+    write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
+    return 1 if any(row.report is None for row in rows) else 0
+
+
+def select(names: str | None) -> list[VariantSpec]:
+    """The catalogue entries named in ``names`` (all when ``None``), in the order given."""
+    if names is None:
+        return list(CATALOGUE)
+    try:
+        return [by_name(name.strip()) for name in names.split(",") if name.strip()]
+    except KeyError as exc:
+        raise UsageError(f"--variants: {exc.args[0]}") from None
+
+
+def check_variant(spec: VariantSpec, pool: Pool, label: str, *, max_examples: int, probe_misuse: bool,
+                  timeout: float, quiet: bool) -> Row:
+    """One variant's search; an error that stops it becomes the row's ``error``, not the end of the report."""
+    progress = None if quiet else ProgressLine(label=label)
+    try:
+        report = run_check(spec.target, spec.contract, max_examples=max_examples, timeout=timeout,
+                           probe_misuse=probe_misuse, pool=pool, track_semantics=True, on_example=progress,
+                           base_settings=profile_settings(None), shrink_budget_s=SHRINK_BUDGET_S)
+    except Exception as exc:  # one broken variant must not cost the other rows
+        row = Row(spec, None, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+    else:
+        row = Row(spec, report)
+    if progress is not None:
+        progress.close()
+        print(label + row.summary(), file=sys.stderr)
+    return row
+
+
+def short_contract(contract: Contract) -> str:
+    """E.g. ``ragged dim 0, grad sum``: the claim without the dtype list (all gloo dtypes here)."""
+    return f"{'ragged' if contract.ragged else 'equal'} dim {contract.dims}, grad {contract.grad}"
+
+
+def misuse_cell(report: CheckReport) -> str:
+    """How the variant behaves out of contract: ``raises`` (right), the failure kinds, or not probed."""
+    if report.misuse_findings:
+        return ", ".join(sorted({f.kind for f in report.misuse_findings}))
+    return "raises" if report.misuse_examples else NOT_PROBED
+
+
+def capability_cells(caps: capabilities.Capabilities) -> dict[str, dict[str, str]]:
+    """The capability matrix as ``{dtype: {op: "ok" or reason}}`` for JSON."""
+    table: dict[str, dict[str, str]] = {}
+    for (dtype, op), cell in caps.cells.items():
+        table.setdefault(dtype, {})[op] = cell
+    return {"backend": caps.backend, "device": caps.device, "cells": table}

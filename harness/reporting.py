@@ -1,0 +1,122 @@
+"""How results leave the process: the live progress line, JSON files, tables, Markdown summaries.
+
+Kept apart from the commands so that ``check`` and ``report`` print the same way, and so
+that the JSON written for scripts is built in one place (BRIEF §6 fixes its keys; more may be
+added, none changed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from harness.search import CheckReport, Progress
+
+#: Off a terminal (CI logs) a progress line is printed at most this often.
+PLAIN_INTERVAL_S = 5.0
+#: On a terminal the ``\r`` line is redrawn at most this often.
+TTY_INTERVAL_S = 0.1
+
+
+class ProgressLine:
+    """The live progress line: examples done, examples/s, the current case's W and dtype, failures.
+
+    On a terminal it is one line redrawn in place with ``\\r``; elsewhere (CI logs, pipes) a
+    plain line every :data:`PLAIN_INTERVAL_S` seconds, so logs stay short but show life.
+    Call it with a :class:`~harness.search.Progress` after each example; :meth:`close` ends it.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, label: str = "", tty: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.label = label
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval_s = TTY_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
+        self.last_shown = time.monotonic()
+        self.width = 0
+
+    def __call__(self, progress: Progress) -> None:
+        now = time.monotonic()
+        if now - self.last_shown < self.interval_s:
+            return
+        self.last_shown = now
+        text = self.label + describe_progress(progress)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Erase the ``\\r`` line so that what follows starts on a clean line."""
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+        self.width = 0
+
+
+def describe_progress(progress: Progress) -> str:
+    """E.g. ``42 examples, 9.8/s, now W=3 float64, 1 property failing``."""
+    text = f"{progress.examples} examples, {progress.rate:.1f}/s"
+    if progress.current is not None:
+        text += f", now W={progress.current.world_size} {progress.current.dtype}"
+    if progress.failures:
+        text += f", {progress.failures} propert{'y' if progress.failures == 1 else 'ies'} failing"
+    return text
+
+
+def check_json(report: CheckReport, **extra: object) -> dict:
+    """The ``--json`` document of ``check``: BRIEF §6's keys, then ``extra`` ones."""
+    return {**report.to_json(), **extra}
+
+
+def write_json(path: str | os.PathLike, document: object) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+        handle.write("\n")
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width table for terminals and logs; cells are single lines."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in [header, ["-" * width for width in widths], *rows]]
+    return "\n".join(lines)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([line(header), line(["---"] * len(header)), *(line(row) for row in rows)])
+
+
+def check_markdown(report: CheckReport) -> str:
+    """The Markdown summary of one ``check``: the verdict, then each finding and its repro."""
+    verdict = "✅ pass" if report.verdict == "pass" else "❌ fail"
+    lines = [
+        f"### gather-harness check `{report.target}`: {verdict}",
+        "",
+        f"Contract: {report.contract.describe()} · {report.examples} examples · {report.elapsed_s:.1f} s",
+    ]
+    findings = report.findings + report.misuse_findings
+    if findings:
+        rows = [[f.property, f.kind, f"`{f.case.describe()}`", f"`{f.repro}`"] for f in findings]
+        lines += ["", markdown_table(["property", "kind", "minimal case", "repro"], rows)]
+        for finding in findings:
+            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding.message, "```",
+                      "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def write_step_summary(markdown: str) -> None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when set: the job page then shows it."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")

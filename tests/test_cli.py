@@ -1,0 +1,190 @@
+"""``python -m harness check``: exit statuses, one-line usage errors, the verdict text, JSON, progress.
+
+The table of bad inputs runs ``cli.main`` in this process (the warm rank pool is shared,
+so each costs milliseconds, not a torch start-up); the pass/fail runs start the real
+command in a subprocess, as scripts and CI do.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import cli
+from harness.reporting import ProgressLine
+from harness.search import Progress
+
+PLANTED = Path(__file__).with_name("planted.py").read_text()
+#: planted.simple_ragged is correct; these two are not.
+BUGGY = PLANTED + '''
+
+def unpad_by_value(x, dim):
+    """Pads to the longest rank, gathers, then drops padding *by value*: real zeros vanish too."""
+    world = dist.get_world_size()
+    front = x.movedim(dim, 0)
+    longest = torch.tensor([front.shape[0]])
+    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+    padded = front.new_zeros((int(longest),) + tuple(front.shape[1:]))
+    padded[: front.shape[0]] = front
+    pieces = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(pieces, padded)
+    rows = torch.cat(pieces)
+    keep = rows.ne(0) if rows.ndim == 1 else rows.flatten(1).ne(0).any(1)
+    return rows[keep].movedim(0, dim)
+
+
+def float32_result(x, dim):
+    """Correct values, but float64 input comes back as float32."""
+    y = simple_ragged(x, dim)
+    return y.float() if y.dtype == torch.float64 else y
+'''
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="these are usage errors only without a CUDA device")
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Path:
+    """A file holding a correct gather (``simple_ragged``), two buggy ones, and broken modules."""
+    (tmp_path / "gathers.py").write_text(BUGGY)
+    (tmp_path / "raises.py").write_text('raise RuntimeError("boom on import")\n')
+    (tmp_path / "constant.py").write_text("gather = 42\n")
+    (tmp_path / "dies.py").write_text("import os\nos._exit(3)\n")
+    return tmp_path
+
+
+BAD_INPUTS = [
+    pytest.param(["missing.py:gather"], "does not exist", id="missing file"),
+    pytest.param(["{d}/gathers.py:nope"], "no attribute 'nope'", id="missing attribute"),
+    pytest.param(["{d}/constant.py:gather"], "not a callable", id="not callable"),
+    pytest.param(["{d}/raises.py:gather"], "RuntimeError: boom on import", id="raises on import"),
+    pytest.param(["{d}/dies.py:gather"], "died", id="rank dies on import"),
+    pytest.param(["no_colon"], "not of the form", id="not a target"),
+    pytest.param(["no.such.module:gather"], "cannot be found", id="missing module"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--dtypes", "float33"], "unknown dtype 'float33'", id="unknown dtype"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--dtypes", "int16"], "cannot all_gather int16", id="int16 on gloo"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--backend", "nccl"], "add --device cuda", id="nccl on cpu"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--backend", "nccl", "--device", "cuda"], "no CUDA device",
+                 id="nccl without gpu", marks=NO_CUDA),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--device", "cuda"], "no CUDA device", id="cuda without gpu",
+                 marks=NO_CUDA),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--duration", "5", "--max-examples", "5"], "not allowed with",
+                 id="duration and max-examples"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--duration", "soon"], "not a positive duration", id="bad duration"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "0-3"], "--world-sizes", id="world sizes 0-3"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "1-9"], "<= 8", id="world sizes 1-9"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "few"], "not a range", id="world sizes not a range"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--max-examples", "0"], "not a positive whole number",
+                 id="max-examples 0"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--timeout", "-1"], "not a positive number", id="negative timeout"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--dims", "2"], "invalid choice", id="dims 2"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--profile", "fast"], "invalid choice", id="unknown profile"),
+    pytest.param(["{d}/gathers.py:simple_ragged", "--json", "{d}/no/such/dir/out.json"], "does not exist",
+                 id="json directory missing"),
+    pytest.param([], "required: TARGET", id="no target"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUTS)
+def test_bad_input_is_exit_2_with_one_line(targets: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                           message: str) -> None:
+    status = cli.main(["check", *(arg.format(d=targets) for arg in args)])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_input_in_a_real_process_prints_one_line(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "check", "missing.py:gather")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: target file 'missing.py' does not exist\n"
+
+
+def test_correct_gather_passes(targets: Path) -> None:
+    done = run_cli(targets, "check", "gathers.py:simple_ragged", "--max-examples", "15", "--seed", "7",
+                   "--json", "out.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not drawn: int16 (gloo cannot all_gather it)" in done.stdout
+    assert "PASS: no counterexample" in done.stdout
+    assert "rerun: python -m harness check gathers.py:simple_ragged --max-examples 15 --json out.json --seed 7" in done.stdout
+    document = json.loads((targets / "out.json").read_text())
+    assert {"target", "verdict", "examples", "elapsed_s", "violations"} <= set(document)
+    assert (document["target"], document["verdict"], document["violations"]) == ("gathers.py:simple_ragged", "pass", [])
+    assert document["examples"] >= 15 and document["seed"] == 7
+
+
+def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
+    summary = targets / "summary.md"
+    done = run_cli(targets, "check", "gathers.py:unpad_by_value", "--dtypes", "float32", "--world-sizes", "1-2",
+                   "--max-examples", "20", "--json", "out.json", "--repro-dir", "bugs", "--quiet",
+                   GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("FAIL: ") and "property violated: shape (mismatch)" in done.stdout
+    assert "[shape] output.shape=" in done.stdout and "but should be" in done.stdout
+    violations = json.loads((targets / "out.json").read_text())["violations"]
+    violation = next(v for v in violations if v["property"] == "shape")
+    assert {"property", "kind", "case", "message", "repro"} <= set(violation)
+    assert violation["message"] in done.stdout
+    assert Path(violation["repro"]).parent == targets / "bugs" and Path(violation["repro"]).is_file()
+    assert f"repro: {violation['repro']}" in done.stdout and "--seed" in done.stdout
+    assert "gather-harness check `gathers.py:unpad_by_value`: ❌ fail" in summary.read_text()
+
+
+def test_float32_for_float64_is_a_dtype_counterexample(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["check", f"{targets}/gathers.py:float32_result", "--dtypes", "float64", "--max-examples", "10",
+                       "--repro-dir", str(targets), "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "output.dtype=float32, but should be float64 on rank 0" in out
+
+
+def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["check", f"{targets}/gathers.py:simple_ragged", "--duration", "1s", "--world-sizes", "2-3"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "world sizes 2-3" in out and "time budget 1 s" in out and "PASS" in out
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("1.5m", 90.0), ("2h", 7200.0)])
+def test_duration_units(text: str, seconds: float) -> None:
+    assert cli.parse_duration(text) == seconds
+
+
+def test_rerun_command_sets_the_seed() -> None:
+    argv = ["check", "pkg.mod:gather", "--seed", "1", "--grad", "sum", "--seed=2", "--dtypes", "a b"]
+    assert cli.rerun_command(argv, 99) == "python -m harness check pkg.mod:gather --grad sum --dtypes 'a b' --seed 99"
+
+
+def test_progress_line_redraws_in_place_on_a_terminal() -> None:
+    stream = io.StringIO()
+    line = ProgressLine(stream, tty=True)
+    line.interval_s = 0.0
+    progress = Progress(examples=3, failures=1)
+    line(progress)
+    line(progress)
+    line.close()
+    text = stream.getvalue()
+    assert text.count("\r3 examples") == 2 and "1 property failing" in text and "\n" not in text
+
+
+def test_progress_line_is_a_plain_line_at_most_every_interval_off_a_terminal() -> None:
+    stream = io.StringIO()
+    line = ProgressLine(stream, tty=False)
+    line(Progress(examples=1))  # too soon after start
+    line.last_shown -= line.interval_s
+    line(Progress(examples=2))
+    assert stream.getvalue().startswith("2 examples") and stream.getvalue().count("\n") == 1
+
+
+def run_cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness ARGS`` in ``cwd``: the ci profile (no example database), no GitHub summary unless given."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
+    environment.update(env, GATHER_HARNESS_PROFILE="ci")
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=environment, capture_output=True,
+                          text=True, timeout=240)

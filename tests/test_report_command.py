@@ -1,0 +1,56 @@
+"""``python -m harness report`` on a small subset of the catalogue, with tiny budgets.
+
+Which verdict each variant deserves is asserted elsewhere; here only the report's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.pool import Pool
+from harness.report import HEADER
+
+
+def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "--variants", "ours_sum,pad_unpad_by_value", "--max-examples", "5",
+         "--probe-misuse", "--markdown", "--json", "report.json"],
+        cwd=tmp_path, env={**env, "GATHER_HARNESS_PROFILE": "ci"}, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "| " + " | ".join(HEADER) + " |"
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:4]}
+    assert set(rows) == {"ours_sum", "pad_unpad_by_value"}
+    assert rows["ours_sum"][1] == "ragged dim any, grad sum" and rows["ours_sum"][2] in ("pass", "fail")
+    assert "int16" in done.stdout and "all_gather_into_tensor" in done.stdout  # the capability matrix
+    assert "[1/2] ours_sum: " in done.stderr and "[2/2] pad_unpad_by_value: " in done.stderr
+    document = json.loads((tmp_path / "report.json").read_text())
+    assert [v["name"] for v in document["variants"]] == ["ours_sum", "pad_unpad_by_value"]
+    for variant in document["variants"]:
+        assert {"target", "verdict", "examples", "elapsed_s", "violations", "de_facto_gradient", "misuse"} <= set(variant)
+    assert document["capabilities"]["cells"]["int16"]["all_gather"] != "ok"
+
+
+def test_text_table_without_misuse_probes_by_default(pool: Pool, capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["report", "--variants", "plain_all_gather", "--max-examples", "5", "--quiet"])
+    out, err = capsys.readouterr()
+    assert status == 0 and err == ""
+    header, rule, row = out.splitlines()[:3]
+    assert header.split() == [word for column in HEADER if column != "misuse" for word in column.split()]
+    assert set(rule) <= {"-", " "}
+    assert row.startswith("plain_all_gather") and "equal dim any, grad none" in row
+
+
+def test_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", "--variants", "ours_sum,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --variants: unknown variant 'nope'; known variants: ") and err.count("\n") == 1

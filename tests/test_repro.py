@@ -1,0 +1,125 @@
+"""Repro scripts: written for a finding, they fail the same way when run with plain ``python``.
+
+Each test writes a script and runs it in a fresh process, as a user would after a failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import repro
+from harness.api import profile_settings
+from harness.case import Case, RankSpec
+from harness.contract import Contract
+from harness.pool import Pool
+from harness.search import Finding, run_check
+
+PLANTED = Path(__file__).with_name("planted.py").read_text()
+LOCAL_AS_SUM = PLANTED + '''
+
+class _KeepOwnSlot(torch.autograd.Function):
+    """Correct values; backward keeps this rank's slot of its *own* cotangent (local, not sum)."""
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+        dist.all_gather(lengths, torch.tensor([x.shape[dim]]))
+        ctx.dim, ctx.start, ctx.length = dim, int(sum(lengths[: dist.get_rank()])), x.shape[dim]
+        return simple_ragged(x.detach(), dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.narrow(ctx.dim, ctx.start, ctx.length).clone(), None
+
+
+def local_as_sum(x, dim):
+    return _KeepOwnSlot.apply(x, dim)
+
+
+def drops_zero_rows(x, dim):
+    """Unpadding by value: genuine zeros disappear."""
+    y = simple_ragged(x, dim).movedim(dim, 0)
+    keep = y.ne(0) if y.ndim == 1 else y.flatten(1).ne(0).any(1)
+    return y[keep].movedim(0, dim)
+'''
+TWO_RANKS = Case(ranks=(RankSpec((3,), values="padding"), RankSpec((2,))), dtype="float64", grad="sum")
+
+
+@pytest.fixture
+def gathers(tmp_path: Path) -> str:
+    path = tmp_path / "gathers.py"
+    path.write_text(LOCAL_AS_SUM)
+    return str(path)
+
+
+def find(pool: Pool, target: str, contract: Contract) -> Finding:
+    report = run_check(target, contract, max_examples=30, seed=3, pool=pool, base_settings=profile_settings("ci"))
+    assert report.findings, f"the planted bug in {target} was not found"
+    return report.findings[0]
+
+
+def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
+
+
+def test_repro_of_a_value_bug_fails_the_same_way(pool: Pool, gathers: str, tmp_path: Path) -> None:
+    finding = find(pool, f"{gathers}:drops_zero_rows", Contract(dtypes=("float32",), world_sizes=(1, 2)))
+    path = repro.write(finding, f"{gathers}:drops_zero_rows", tmp_path / "repros")
+    assert path.name.startswith(f"repro_{finding.property}_") and path.parent == tmp_path / "repros"
+    done = run_script(path, sys.executable, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"[{finding.property}] rank 0: " in done.stdout
+    assert "the failure reproduces" in done.stdout
+
+
+def test_repro_of_a_gradient_bug_needs_only_torch(pool: Pool, gathers: str, tmp_path: Path) -> None:
+    finding = find(pool, f"{gathers}:local_as_sum", Contract(grad="sum", dtypes=("float32",), world_sizes=(2, 2)))
+    assert finding.property == "gradients"
+    path = repro.write(finding, f"{gathers}:local_as_sum", tmp_path)
+    blocked = ("import runpy, sys; sys.modules['harness'] = sys.modules['reference'] = None; "
+               "sys.exit(runpy.run_path(sys.argv[1], run_name='__main__'))")
+    done = run_script(path, sys.executable, "-c", blocked, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "[gradients] rank" in done.stdout and "but should be" in done.stdout and "contract sum" in done.stdout
+
+
+def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
+    """A module target, found through the directory the repro was written from."""
+    finding = Finding("values", "mismatch", dataclasses.replace(TWO_RANKS, grad="none"), "(written by hand)", [])
+    path = repro.write(finding, "tests.planted:simple_ragged", tmp_path)
+    done = run_script(path, sys.executable, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rank 1: output matches the reference bit for bit" in done.stdout
+    assert "not reproduced: every rank matched the reference" in done.stdout
+
+
+def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
+    finding = Finding("no-hang-no-crash", "hang", dataclasses.replace(TWO_RANKS, grad="none"), "hang", [])
+    path = repro.write(finding, "tests.planted:hang_rank1", tmp_path, timeout=2)
+    done = run_script(path, sys.executable, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "[no-hang-no-crash] rank 1: the case did not finish within 2 s; it is stuck in:" in done.stdout
+    assert "hang_rank1" in done.stdout
+
+
+def test_repro_runs_under_torchrun(gathers: str, tmp_path: Path) -> None:
+    finding = Finding("gradients", "mismatch", TWO_RANKS, "local, not sum", [])
+    path = repro.write(finding, f"{gathers}:local_as_sum", tmp_path)
+    assert f"torchrun --standalone --nproc-per-node 2 {path.name}" in path.read_text()
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "[gradients] rank 0: grad[0]=" in done.stdout and "[gradients] rank 1: grad[0]=" in done.stdout
+
+
+@pytest.mark.parametrize("source", ["plain", "it's", "'''", "ends with '", "back\\slash\\", '"""', "\\'''\n"])
+def test_embedded_source_round_trips(source: str) -> None:
+    assert ast.literal_eval(repro._literal(source)) == source
