@@ -12,6 +12,7 @@ failing case shrinks toward the smallest world, the fewest dims, the shortest le
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
@@ -135,25 +136,41 @@ def _length_args(world_sizes: object, ragged: object, max_length: object) -> tup
 
 
 def _length(cap: int) -> st.SearchStrategy[int]:
-    """A short length (0..4), plus, when a flag is set, an extra up to ``cap``.
+    """A short length (0..4) or, when a flag is set, any length up to ``cap``: two choices.
 
     Not ``one_of(short, long)``: the shrinker cannot move an example from the long branch
-    to the short one (it stalls at the long branch's minimum), while clearing a flag and
-    then shrinking one integer toward 0 is a path it always takes.
+    to the short one.  Clearing the flag, then shrinking one integer toward 0, is a path it
+    always takes.  Two choices only, because a rank must stay a small span of choices for
+    the shrinker to delete whole ranks (see :data:`_RANK_TRAITS`).
     """
-    short = st.integers(0, min(cap, _SHORT))
     if cap <= _SHORT:
-        return short
-    extra = st.integers(0, cap - _SHORT)
-    return st.tuples(st.booleans(), short, extra).map(lambda drawn: drawn[1] + (drawn[2] if drawn[0] else 0))
+        return st.integers(0, cap)
+    return st.tuples(st.booleans(), st.integers(0, cap)).map(lambda drawn: drawn[1] if drawn[0] else drawn[1] % (_SHORT + 1))
 
 
-def _raw_lengths(worlds: tuple[int, int], ragged: bool, cap: int) -> st.SearchStrategy[tuple[int, ...]]:
-    """Lengths before the total budget: a list (ragged) or one length repeated W times."""
+def _raw_lengths(
+    worlds: tuple[int, int], ragged: bool, cap: int, traits: st.SearchStrategy | None = None
+) -> st.SearchStrategy[tuple[int, ...]] | st.SearchStrategy[tuple[tuple[int, ...], tuple]]:
+    """Lengths before the total budget: a list (ragged) or one length repeated W times.
+
+    With ``traits``, each rank also draws a trait (its layout, recipes, ...) right after its
+    length, and the result is ``(lengths, traits)``: deleting a rank from the choice
+    sequence then deletes everything about that rank, which is how Hypothesis shrinks
+    ``(0,), (0,), (2,) strided`` to ``(2,) strided`` instead of stalling.
+    """
     low, high = worlds
+    if traits is None:
+        if ragged:
+            return st.lists(_length(cap), min_size=low, max_size=high).map(tuple)
+        return st.tuples(st.integers(low, high), _length(cap)).map(lambda wn: (wn[1],) * wn[0])
     if ragged:
-        return st.lists(_length(cap), min_size=low, max_size=high).map(tuple)
-    return st.tuples(st.integers(low, high), _length(cap)).map(lambda wn: (wn[1],) * wn[0])
+        pairs = st.lists(st.tuples(_length(cap), traits), min_size=low, max_size=high)
+        return pairs.map(lambda drawn: (tuple(n for n, _ in drawn), tuple(t for _, t in drawn)))
+    return st.integers(low, high).flatmap(
+        lambda w: st.tuples(_length(cap), st.lists(traits, min_size=w, max_size=w)).map(
+            lambda nt: ((nt[0],) * w, tuple(nt[1]))
+        )
+    )
 
 
 def _fit_total(drawn: tuple[int, ...], max_total: int, ragged: bool) -> tuple[int, ...]:
@@ -238,9 +255,11 @@ def _ragged_shapes(
     dims: str,
     max_length: int,
     max_elements: int,
-) -> RaggedShapes:
+    traits: st.SearchStrategy | None = None,
+) -> RaggedShapes | tuple[RaggedShapes, tuple]:
     # World size (the lengths list) first, so the shrinker prefers fewer ranks over all else.
-    drawn = draw(_raw_lengths(world_sizes, ragged, max_length))
+    drawn = draw(_raw_lengths(world_sizes, ragged, max_length, traits))
+    drawn, rank_traits = drawn if traits is not None else (drawn, None)
     # The other dims as a list whose size is ndim - 1, so the shrinker drops whole dims too.
     others = draw(st.lists(_OFF_DIM_SIZES, min_size=ndim[0] - 1, max_size=ndim[1] - 1))
     n = len(others) + 1
@@ -251,7 +270,8 @@ def _ragged_shapes(
     fitted = _fit_total(drawn, max_elements // max(block, 1), ragged)
     d = dim % n
     shapes = tuple(tuple(others[:d]) + (length,) + tuple(others[d:]) for length in fitted)
-    return RaggedShapes(shapes=shapes, dim=dim)
+    drawn_shapes = RaggedShapes(shapes=shapes, dim=dim)
+    return drawn_shapes if traits is None else (drawn_shapes, rank_traits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,16 +311,28 @@ def rank_specs(shape: tuple[int, ...]) -> st.SearchStrategy[RankSpec]:
     return _rank_specs(tuple(shape))
 
 
-@_composite_named("rank_specs")
-def _rank_specs(draw: st.DrawFn, shape: tuple[int, ...]) -> RankSpec:
-    return RankSpec(
-        shape,
-        layout=draw(st.sampled_from(LAYOUTS)),
-        values=draw(st.sampled_from(VALUE_RECIPES)),
-        seed=draw(_SEEDS),
-        cotangent=draw(st.sampled_from(COTANGENT_RECIPES)),
-        cotangent_layout=draw(st.sampled_from(COTANGENT_LAYOUTS)),
-    )
+#: (layout, values) and (cotangent, cotangent_layout) combinations, simplest first.
+_INPUT_TRAITS = tuple(itertools.product(LAYOUTS, VALUE_RECIPES))
+_COTANGENT_TRAITS = tuple(itertools.product(COTANGENT_RECIPES, COTANGENT_LAYOUTS))
+#: What a rank holds besides its shape and seed: (layout, values, cotangent, cotangent_layout),
+#: in two choices.  Few on purpose: Hypothesis's shrinker deletes a list element only while
+#: it spans few choices (measured with this Hypothesis: a rank of 5 choices -- list flag,
+#: two for the length, these two -- shrinks; 6 or more do not), and deleting ranks is how a
+#: case shrinks ``(0,), (0,), (2,) strided`` to ``(2,) strided``.  The seed is drawn once
+#: per case for the same reason; the recipes mix in the rank, so ranks still differ.
+_RANK_TRAITS = st.tuples(st.sampled_from(_INPUT_TRAITS), st.sampled_from(_COTANGENT_TRAITS)).map(
+    lambda drawn: drawn[0] + drawn[1]
+)
+
+
+def _rank_spec(shape: tuple[int, ...], traits: tuple[str, str, str, str], seed: int) -> RankSpec:
+    layout, values, cotangent, cotangent_layout = traits
+    return RankSpec(shape, layout=layout, values=values, seed=seed, cotangent=cotangent,
+                    cotangent_layout=cotangent_layout)
+
+
+def _rank_specs(shape: tuple[int, ...]) -> st.SearchStrategy[RankSpec]:
+    return st.tuples(_RANK_TRAITS, _SEEDS).map(lambda drawn: _rank_spec(shape, *drawn))
 
 
 def _drop_unread(spec: RankSpec, grad: str) -> RankSpec:
@@ -346,7 +378,8 @@ def cases(
     _check_contract(contract)
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
     shape_args = _shape_args(contract.world_sizes, contract.ragged, _NDIM, contract.dims, max_length, max_elements)
-    return _cases(_ragged_shapes(*shape_args), _simplest_first(names), contract.grad, *_check_target(backend, device))
+    return _cases(_ragged_shapes(*shape_args, _RANK_TRAITS), _simplest_first(names), contract.grad,
+                  *_check_target(backend, device))
 
 
 def _check_contract(contract: object) -> None:
@@ -363,16 +396,17 @@ def _check_target(backend: object, device: object) -> tuple[str, str]:
 @_composite_named("cases")
 def _cases(
     draw: st.DrawFn,
-    shapes: st.SearchStrategy[RaggedShapes],
+    shapes_and_traits: st.SearchStrategy[tuple[RaggedShapes, tuple]],
     names: tuple[str, ...],
     grad: str,
     backend: str,
     device: str,
 ) -> Case:
-    drawn = draw(shapes)
+    drawn, traits = draw(shapes_and_traits)
     dtype = draw(st.sampled_from(names))
+    seed = draw(_SEEDS)
     grad = grad if dtype in DIFFERENTIABLE_DTYPES else "none"
-    ranks = tuple(_drop_unread(draw(_rank_specs(shape)), grad) for shape in drawn.shapes)
+    ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(drawn.shapes, traits))
     return Case(ranks=ranks, dim=drawn.dim, dtype=dtype, grad=grad, backend=backend, device=device)
 
 
@@ -483,9 +517,9 @@ def _misuse_probe(
         dims = "nonzero"
     else:
         names = _out_of_contract_dtypes(contract)
-    shapes = _ragged_shapes(*_shape_args((low, high), ragged, _NDIM, dims, max_length, max_elements))
+    shapes = _ragged_shapes(*_shape_args((low, high), ragged, _NDIM, dims, max_length, max_elements), _RANK_TRAITS)
     if kind == "ragged":
-        shapes = shapes.filter(_has_unequal_lengths)
+        shapes = shapes.filter(lambda drawn: _has_unequal_lengths(drawn[0]))
     return shapes, names
 
 

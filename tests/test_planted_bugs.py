@@ -20,11 +20,12 @@ from harness.search import Finding, run_check
 
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
 TIMEOUT_S = 3.0
+SHRINK_BUDGET_S = 25.0  # bugs that hang or desync shrink at ~1 s a step; the minimal shapes below hold by then
 
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
     report = run_check(f"tests.planted_bugs:{name}", Contract(**contract), max_examples=BUDGET,
-                       timeout=TIMEOUT_S, pool=pool)
+                       timeout=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
 
