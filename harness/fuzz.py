@@ -112,7 +112,8 @@ def plan(args: argparse.Namespace) -> list[Entry]:
         raise UsageError(f"{given[0]} describes a TARGET; catalogue variants are held to their authors' claims "
                          f"(pick some with --variants a,b)")
     try:
-        specs = [by_name(name.strip()) for name in args.variants.split(",")] if args.variants else list(CATALOGUE)
+        names = args.variants.split(",") if args.variants not in (None, "all") else []
+        specs = [by_name(name.strip()) for name in names] or list(CATALOGUE)
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
     on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes}
@@ -157,7 +158,7 @@ class Budget:
     def slice_s(self, active: int) -> float:
         """This turn's length: a fair share of the time left, within the slice bounds."""
         share = min(MAX_SLICE_S, max(MIN_SLICE_S, self.left_s() / max(1, active)))
-        return min(share, self.left_s())
+        return max(0.0, min(share, self.left_s()))
 
 
 @dataclass
@@ -224,16 +225,23 @@ class Fuzzer:
     turns: int = 0
 
     def run(self) -> None:
-        """Turn after turn until the budget is spent; entries still in the rotation then pass."""
+        """Turn after turn until the budget is spent; entries still in the rotation then pass.
+
+        The budget starts now, after the set-up.  Every entry gets a first turn, of at least
+        one example, however small the budget: a run over the catalogue touches every variant.
+        """
+        self.budget.started = time.monotonic()
+        first_round = True
         try:
-            while not self.budget.spent(self.summary.examples):
+            while first_round or not self.budget.spent(self.summary.examples):
                 active = [entry for entry in self.entries if entry.active]
-                if not active:
-                    return
                 for entry in active:
-                    if self.budget.spent(self.summary.examples):
+                    if not first_round and self.budget.spent(self.summary.examples):
                         return
                     self.turn(entry, self.budget.slice_s(len(active)))
+                first_round = False
+                if not active:
+                    return
         finally:
             for entry in self.entries:
                 if entry.status == "fuzzing":
@@ -276,21 +284,22 @@ class Fuzzer:
         """The per-example callback: tally, progress line, periodic save, and the end of the turn.
 
         A slice with ``--probe-misuse`` runs two searches (in-contract, then out-of-contract),
-        each with its own :class:`Progress`; each gets its share of the slice.
+        each with its own :class:`Progress`; each gets its share of the slice.  Once either
+        has failed the slice runs to its end: ending it early would lose the findings.
         """
         phase_s = slice_s / 2 if self.probe_misuse else slice_s
-        phases: dict[int, tuple[float, int]] = {}  # id(progress) -> (deadline, examples so far)
+        phases: dict[int, tuple[float, Progress]] = {}  # id(progress) -> (its deadline, it)
 
         def watch(progress: Progress) -> None:
-            deadline, _ = phases.get(id(progress), (time.monotonic() + phase_s, 0))
-            phases[id(progress)] = (deadline, progress.examples)
-            entry.examples = before + sum(count for _, count in phases.values())
+            deadline = phases.get(id(progress), (time.monotonic() + phase_s,))[0]
+            phases[id(progress)] = (deadline, progress)
+            entry.examples = before + sum(seen.examples for _, seen in phases.values())
             if self.show is not None:
                 self.show(Progress(examples=self.summary.examples, failures=len(self.summary.findings),
                                    started=self.summary.started, current=progress.current))
             self.summary.save()
             out_of_time = time.monotonic() >= deadline or self.budget.spent(self.summary.examples)
-            if out_of_time and not progress.failures:
+            if out_of_time and not any(seen.failures for _, seen in phases.values()):
                 raise _TurnOver
 
         return watch
@@ -347,7 +356,7 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
     actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
     parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=DEFAULT_SUMMARY)
     extra = parser.add_argument_group("fuzz")
-    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants (default: all)")
+    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
     extra.add_argument("--database", metavar="DIR",
                        help=f"the example database directory (default: ${profiles.DATABASE_ENV}, else "
                             f".hypothesis/examples)")

@@ -1,0 +1,568 @@
+"""Scale-out: ranks that ``torchrun`` starts on many machines serve one driver running Hypothesis.
+
+The connection
+--------------
+The driver listens; ranks dial in.  ``check``/``fuzz --listen HOST:PORT`` opens a TCP socket
+(port 0, the default: the OS picks a free one, so the driver never needs a fixed port unless
+the user names one), prints the address, and waits.  The user starts the ranks::
+
+    GATHER_HARNESS_AUTHKEY=KEY torchrun --nnodes N --nproc-per-node P --rdzv-backend c10d \\
+        --rdzv-endpoint NODE0:29400 --max-restarts 100 -m harness.remote --driver DRIVER:PORT
+
+Every rank opens two authenticated :mod:`multiprocessing.connection` connections (HMAC
+challenge with the key in ``GATHER_HARNESS_AUTHKEY``; the driver generates and prints one if
+that variable is unset) and greets on both with ``ready`` and its torchrun identity
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, host):
+
+- the *main* connection carries exactly a pool rank's messages, ``run``/``call``/``stop`` in
+  and ``ready``/``result`` out, answered by the same loop (:func:`harness.rank.serve`);
+- the *side* connection is served by a thread: ``stack`` asks for the main thread's stack and
+  last collective while it is busy (hang reports name both, as for local ranks), and the
+  side connection closing tells a rank that the driver has abandoned it.
+
+Once all W ranks (W = torchrun's ``WORLD_SIZE``) are connected, the driver has every rank
+call :func:`join_group`: pin ``cuda:LOCAL_RANK`` for CUDA cases, then
+``init_process_group(backend, init_method="env://")`` from torchrun's environment.  The
+driver chooses backend and device (``--backend``/``--device``), so the torchrun command line
+never repeats them.
+
+Faults
+------
+As in a local pool, a set is discarded after any fault (a rank that blocked in or raised out
+of a collective cannot be trusted, and NCCL cannot be re-initialised in a process after a
+timeout).  The driver cannot kill remote processes; it closes their connections, and every
+rank then exits with status 1 (a rank blocked in a collective exits from its side thread).
+torchrun restarts the job's workers while ``--max-restarts`` lasts, they dial in again, and
+the driver goes on with the new set (``reconnect_timeout``).  With no restarts left the job
+ends, and the driver stops with :class:`~harness.pool.PoolGone` naming the fault: restart
+the job, with a larger ``--max-restarts``.  A remote set has one world size, the job's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import secrets
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge, wait
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from harness.contract import Contract, UsageError, parse_dtypes
+from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
+from harness.protocol import RankResult, receive, send
+from harness.rank import CollectiveLog, case_device, configure_nccl, die_with_parent, serve
+
+AUTHKEY_ENV = "GATHER_HARNESS_AUTHKEY"
+#: How long a new connection may take to authenticate and say ``ready``.
+HANDSHAKE_S = 10.0
+#: How long the ranks may take to form their process group once all are connected.
+JOIN_TIMEOUT_S = 300.0
+DEFAULT_CONNECT_TIMEOUT_S = 600.0
+DEFAULT_RECONNECT_TIMEOUT_S = 120.0
+#: How long a rank keeps dialling a driver that does not answer.
+DEFAULT_DIAL_TIMEOUT_S = 300.0
+
+
+# -- addresses and keys ----------------------------------------------------------------------------
+
+
+def parse_address(text: str, option: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``, meaning every interface) -> (host, port)."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise UsageError(f"{option} {text!r}: expected HOST:PORT such as 0.0.0.0:0 (port 0: any free port)")
+    return host.strip("[]") or "0.0.0.0", int(port_text)
+
+
+def driver_authkey() -> tuple[bytes, bool]:
+    """The shared key from ``GATHER_HARNESS_AUTHKEY``, or a fresh one; and whether it is fresh."""
+    given = os.environ.get(AUTHKEY_ENV)
+    return (given.encode(), False) if given else (secrets.token_hex(16).encode(), True)
+
+
+def _shown_host(host: str) -> str:
+    """The name ranks should dial: this machine's for a wildcard bind, else the bound host."""
+    return socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
+
+
+def _receive_timeout(fd: int, seconds: float) -> None:
+    """Bound (or, with 0, unbound) blocking reads on a socket fd without making it non-blocking."""
+    sock = socket.socket(fileno=fd)
+    try:
+        whole = int(seconds)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+    finally:
+        sock.detach()
+
+
+# -- the driver side -------------------------------------------------------------------------------
+
+
+class Rendezvous:
+    """The driver's listening socket: authenticated connections from ranks, each with its ``ready``.
+
+    Accepting happens only while the driver waits for ranks, in its own thread, with a
+    deadline; a peer that connects but does not authenticate within :data:`HANDSHAKE_S` is
+    dropped with a warning, never waited for.
+    """
+
+    def __init__(self, host: str, port: int, authkey: bytes, warn: Callable[[str], None]) -> None:
+        try:
+            self.sock = socket.create_server((host, port), backlog=128)
+        except OSError as exc:
+            raise UsageError(f"--listen {host}:{port}: cannot listen there ({exc.strerror or exc})") from None
+        self.host = host
+        self.authkey = authkey
+        self.warn = warn
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as ranks should dial it."""
+        return f"{_shown_host(self.host)}:{self.sock.getsockname()[1]}"
+
+    def accept(self, deadline: float) -> tuple[Connection, dict] | None:
+        """The next authenticated rank connection and its greeting; ``None`` at the deadline."""
+        while (remaining := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(remaining)
+            try:
+                raw, peer = self.sock.accept()
+            except TimeoutError:
+                return None
+            greeted = self._greet(raw, peer)
+            if greeted is not None:
+                return greeted
+        return None
+
+    def _greet(self, raw: socket.socket, peer: Any) -> tuple[Connection, dict] | None:
+        raw.setblocking(True)
+        conn = Connection(raw.detach())
+        _receive_timeout(conn.fileno(), HANDSHAKE_S)
+        try:
+            deliver_challenge(conn, self.authkey)
+            answer_challenge(conn, self.authkey)
+            name, hello = receive(conn)
+            if name != "ready" or not isinstance(hello, dict):
+                raise EOFError(f"it sent {name!r} instead of ready")
+        except AuthenticationError:
+            self.warn(f"rejected a connection from {peer[0]}: its {AUTHKEY_ENV} differs from the driver's")
+        except (OSError, EOFError, ValueError) as exc:
+            self.warn(f"dropped a connection from {peer[0]} that did not greet as a rank: {exc}")
+        else:
+            _receive_timeout(conn.fileno(), 0)
+            return conn, hello
+        conn.close()
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _Latest:
+    """What a local rank's shared last-collective slot offers (``.value``), filled in on demand."""
+
+    value: bytes = b""
+
+
+class RemoteRankSet(RankSet):
+    """The W ranks of a torchrun job as one set; same ``run``/``call`` as a local :class:`RankSet`.
+
+    It cannot start or kill processes: after a fault :meth:`kill` abandons the ranks (they
+    exit, and torchrun may start new ones), and the pool waits for the next set.
+    """
+
+    def __init__(self, pool: "RemotePool", mains: list[Connection], sides: list[Connection], hosts: list[str],
+                 generation: int) -> None:
+        super().__init__(pool, pool.backend, pool.device, len(mains), generation)  # type: ignore[arg-type]
+        self.conns, self.sides, self.hosts = mains, sides, hosts
+        self.last = [_Latest() for _ in mains]
+
+    def stop(self) -> None:
+        """Tell every rank the job is over: each exits with status 0, and so does torchrun."""
+        for side in self.sides:
+            _send_quietly(side, "stop")
+        super().stop()
+
+    def kill(self) -> None:
+        super().kill()
+        for side in self.sides:
+            side.close()
+        self.sides = []
+
+    def _sentinels(self) -> dict[Any, int]:
+        return {}  # a remote rank's death shows as its connection closing
+
+    def _dead(self) -> list[bool]:
+        return [r in self.closed for r in range(self.world_size)]
+
+    def _alive(self, r: int) -> bool:
+        return r not in self.closed
+
+    def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:
+        return RankFault(r, "died", last_collective=last,
+                         log_tail=f"its connection closed; the torchrun output on {self.hosts[r]} says why")
+
+    def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
+        for r, res in enumerate(results):
+            if res is not None and res.collectives:
+                self.last[r].value = f"#{len(res.collectives)} {res.collectives[-1]}".encode()
+        return super()._diagnose(results, log_offsets)
+
+    def _dump_stacks(self, ranks: list[int]) -> dict[int, str]:
+        """Ask each blocked rank's side thread for its main thread's stack and last collective."""
+        asked = {self.sides[r]: r for r in ranks if _send_quietly(self.sides[r], "stack")}
+        stacks: dict[int, str] = {}
+        deadline = time.monotonic() + STACK_WAIT_S
+        while asked and (remaining := deadline - time.monotonic()) > 0:
+            for conn in wait(list(asked), timeout=remaining):
+                r = asked.pop(conn)
+                try:
+                    _, reply = receive(conn)
+                except (EOFError, OSError):
+                    continue
+                stacks[r] = reply["stack"]
+                self.last[r].value = reply["last_collective"].encode()
+        return stacks
+
+
+class RemotePool(RankSets):
+    """A pool whose one rank set is a torchrun job's ranks, dialling in to this driver.
+
+    - ``listen``: ``HOST:PORT`` to listen on (port 0: any free port).
+    - ``backend``, ``device``: the group the ranks form; every case must use them.
+    - ``world_size``: the job's size if known (a job of another size is refused at once).
+    - ``connect_timeout``: how long to wait for the job's ranks at first;
+      ``reconnect_timeout``: for torchrun to bring them back after a fault.
+    - ``address_file``: also write the address there (for scripts and shared file systems).
+
+    ``call`` runs on all the job's ranks whatever world size it names: helpers such as the
+    capability probe work at any size.
+    """
+
+    def __init__(self, listen: str = "127.0.0.1:0", *, backend: str = "gloo", device: str = "cpu",
+                 world_size: int | None = None, timeout: float = 10.0,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S, authkey: bytes | None = None,
+                 address_file: str | None = None, announce: Callable[[str], None] | None = None) -> None:
+        self.announce = announce or _to_stderr
+        fresh = False
+        if authkey is None:
+            authkey, fresh = driver_authkey()
+        self.rendezvous = Rendezvous(*parse_address(listen, "--listen"), authkey, self.announce)
+        self.backend, self.device, self.world_size = backend, device, world_size
+        self.timeout = timeout
+        self.connect_timeout, self.reconnect_timeout = connect_timeout, reconnect_timeout
+        self.current: RemoteRankSet | None = None
+        self.generation = 0
+        self.token = f"gather-harness-{secrets.token_hex(4)}"  # this driver's store keys
+        self.gone = ""
+        self.last_fault = ""
+        self.closed = False
+        if address_file:
+            write_atomically(address_file, self.address + "\n")
+        self.announce(self.instructions(authkey.decode() if fresh else None))
+        atexit.register(self.close)
+
+    @property
+    def address(self) -> str:
+        return self.rendezvous.address
+
+    def instructions(self, fresh_key: str | None) -> str:
+        """What to tell the user: where to point the ranks, and the key if it was generated."""
+        key = f"{AUTHKEY_ENV}={fresh_key}" if fresh_key else f"{AUTHKEY_ENV} set as here, and"
+        return (f"waiting for ranks on {self.address} ({self.backend}/{self.device}); on every node run, with {key}\n"
+                f"  torchrun --nnodes N --nproc-per-node P --rdzv-backend c10d --rdzv-endpoint NODE0:29400 "
+                f"--max-restarts 100 -m harness.remote --driver {self.address}")
+
+    def rank_set(self, backend: str, device: str, world_size: int) -> RemoteRankSet:
+        """The job's set, connecting (again) first if there is none or the last one broke."""
+        if self.closed:
+            raise PoolError("the pool is closed")
+        if self.gone:
+            raise PoolGone(self.gone)
+        if self.current is None or self.current.broken:
+            self.current = self._connect(first=self.current is None)
+        return self.current
+
+    def run(self, case: Any, target: str, **options: Any) -> Any:
+        """As :meth:`RankSets.run`; the case must fit the job (its size, backend and device)."""
+        ranks = self.rank_set(case.backend, case.device, case.world_size)
+        if (case.backend, case.device, case.world_size) != (self.backend, self.device, ranks.world_size):
+            raise PoolError(f"a {case.backend}/{case.device} case of {case.world_size} ranks cannot run on a "
+                            f"{self.backend}/{self.device} torchrun job of {ranks.world_size} ranks")
+        outcome = super().run(case, target, **options)
+        if outcome.fault:
+            self.last_fault = f"{outcome.fault} on case {case.describe()}"
+        return outcome
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.current is not None and not self.current.broken:
+            self.current.stop()
+        self.rendezvous.close()
+
+    def __enter__(self) -> "RemotePool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connecting ---------------------------------------------------------------------------
+    def _connect(self, first: bool) -> RemoteRankSet:
+        """Accept main and side connections until every rank of the job has both, then join."""
+        timeout = self.connect_timeout if first else self.reconnect_timeout
+        deadline = time.monotonic() + timeout
+        channels: dict[str, dict[int, Connection]] = {"main": {}, "side": {}}
+        hosts: dict[int, str] = {}
+        while self.world_size is None or min(map(len, channels.values())) < self.world_size:
+            greeted = self.rendezvous.accept(deadline)
+            if greeted is None:
+                _close_all(channels)
+                self._give_up(first, len(hosts), timeout)
+            conn, hello = greeted
+            rank = self._admit(hello, channels)
+            channels[hello["channel"]][rank] = conn
+            hosts[rank] = str(hello.get("host", "?"))
+        self.generation += 1
+        order = range(self.world_size)
+        ranks = RemoteRankSet(self, [channels["main"][r] for r in order], [channels["side"][r] for r in order],
+                              [hosts[r] for r in order], self.generation)
+        self._join(ranks)
+        return ranks
+
+    def _admit(self, hello: dict, channels: dict[str, dict[int, Connection]]) -> int:
+        """Check a greeting against the job; a rank greeting again replaces its older connection."""
+        world, rank, channel = hello.get("world_size"), hello.get("rank"), hello.get("channel")
+        if channel not in channels or not isinstance(world, int) or not isinstance(rank, int) or not 0 <= rank < world:
+            raise PoolError(f"a peer greeted with rank={rank!r}, world_size={world!r}, channel={channel!r}: "
+                            f"not a harness.remote rank")
+        if self.world_size is None:
+            self.world_size = world
+        if world != self.world_size:
+            raise PoolError(f"a rank of a torchrun job of {world} ranks connected, but the job has "
+                            f"{self.world_size} (--world-sizes must be the job's nnodes x nproc-per-node)")
+        old = channels[channel].pop(rank, None)
+        if old is not None:
+            old.close()
+        return rank
+
+    def _give_up(self, first: bool, connected: int, timeout: float) -> None:
+        expected = self.world_size or "the job's"
+        if first:
+            raise PoolError(f"{connected} of {expected} ranks connected to {self.address} within {timeout:.0f} s; "
+                            f"start the torchrun job with --driver {self.address}")
+        self.gone = (f"the torchrun job's ranks did not come back within {timeout:.0f} s after a fault "
+                     f"({self.last_fault or 'a rank failed'}); give torchrun --max-restarts so that it restarts "
+                     f"them, or restart the job")
+        raise PoolGone(self.gone)
+
+    def _join(self, ranks: RemoteRankSet) -> None:
+        args = (self.backend, self.device, group_timeout_s(self.timeout), f"{self.token}-g{self.generation}/")
+        results = ranks.call("harness.remote:join_group", args, JOIN_TIMEOUT_S)
+        failed = [res for res in results if res is None or res.error]
+        if failed:
+            reason = failed[0].error.strip().splitlines()[-1] if failed[0] is not None else "a rank died"
+            raise PoolError(f"the torchrun job's ranks could not form a {self.backend}/{self.device} group: {reason}")
+
+
+def _close_all(channels: dict[str, dict[int, Connection]]) -> None:
+    for conns in channels.values():
+        for conn in conns.values():
+            conn.close()
+
+
+def _send_quietly(conn: Connection, name: str) -> bool:
+    """Send ``name`` unless the connection is already gone; say whether it went."""
+    try:
+        send(conn, name, None)
+    except OSError:
+        return False
+    return True
+
+
+def _to_stderr(text: str) -> None:
+    print(f"gather-harness: {text}", file=sys.stderr, flush=True)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write all of ``text`` or nothing: a reader polling for the file never sees half of it."""
+    partial = f"{path}.{os.getpid()}.tmp"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(partial, path)
+
+
+# -- the command-line options ------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--listen`` and its companions, for ``check`` and ``fuzz``."""
+    group = parser.add_argument_group("scale-out (ranks started by torchrun -m harness.remote)")
+    group.add_argument("--listen", nargs="?", const="0.0.0.0:0", metavar="HOST:PORT",
+                       help="serve ranks started by torchrun instead of local ones: listen on HOST:PORT "
+                            "(bare --listen: every interface, any free port) and print the address; the cases' "
+                            "world size is the job's, given with --world-sizes W")
+    group.add_argument("--address-file", metavar="PATH", help="with --listen: also write HOST:PORT to PATH")
+    group.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="SECONDS",
+                       help=f"with --listen: how long to wait for the job's ranks "
+                            f"(default: {DEFAULT_CONNECT_TIMEOUT_S:g})")
+
+
+def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,
+                   world_sizes: tuple[int, int]) -> Contract:
+    """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
+
+    The driver may run on a machine without GPUs, or with fewer than the job has.
+    """
+    low, high = world_sizes
+    if low != high:
+        raise UsageError(f"--world-sizes {low}-{high}: with --listen the world size is the torchrun job's; "
+                         f"give it as --world-sizes W (nnodes x nproc-per-node)")
+    if backend == "nccl" and device != "cuda":
+        raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
+    return Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
+                    devices=(device,), world_sizes=world_sizes)
+
+
+def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:
+    """The remote pool ``--listen`` asks for, serving cases of ``contract``."""
+    return RemotePool(args.listen, backend=contract.backends[0], device=contract.devices[0],
+                      world_size=contract.world_sizes[0], timeout=args.timeout,
+                      connect_timeout=args.connect_timeout, address_file=args.address_file)
+
+
+# -- the rank side -------------------------------------------------------------------------------------
+
+
+def join_group(backend: str, device: str, timeout_s: float, prefix: str) -> str:
+    """Run on every rank (the driver's first ``call``): form the group from torchrun's environment.
+
+    The store is torchrun's (``env://``: ``MASTER_ADDR``/``MASTER_PORT``), but every key goes
+    under ``prefix``, new for each set: torchrun keeps its store across restarts, and a group
+    formed under the default keys meets the addresses of the previous, dead incarnation (gloo:
+    "Connection refused" until the join times out).  Returns the device the rank builds its
+    tensors on.
+    """
+    if dist.is_initialized():
+        raise RuntimeError("this rank is already in a process group")
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if backend == "nccl":
+        configure_nccl()
+    timeout = timedelta(seconds=timeout_s)
+    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    dist.init_process_group(backend, store=dist.PrefixStore(prefix, store), rank=rank, world_size=world_size,
+                            timeout=timeout)
+    return case_device(device)
+
+
+def torchrun_identity() -> dict[str, Any]:
+    """Who this rank is, from the environment torchrun sets; a usage error outside torchrun."""
+    try:
+        rank, world, local = (int(os.environ[name]) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    except (KeyError, ValueError):
+        raise UsageError("RANK, WORLD_SIZE and LOCAL_RANK are not set: start harness.remote with torchrun "
+                         "(torchrun ... -m harness.remote --driver HOST:PORT)") from None
+    return {"rank": rank, "world_size": world, "local_rank": local, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _greet_driver(address: tuple[str, int], authkey: bytes, deadline: float, hello: dict) -> Connection:
+    """Connect to the driver and say ``ready``, retrying while nobody listens yet.
+
+    The greeting goes out at once: the driver reads it before it accepts the next connection.
+    Raises ``TimeoutError`` at the deadline.
+    """
+    while True:
+        try:
+            conn = Client(address, family="AF_INET", authkey=authkey)
+        except (ConnectionRefusedError, ConnectionResetError, EOFError, socket.gaierror):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(address) from None
+            time.sleep(0.5)
+        else:
+            send(conn, "ready", hello)
+            return conn
+
+
+def _main_stack(main_ident: int) -> str:
+    frame = sys._current_frames().get(main_ident)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(main thread gone)"
+
+
+def _answer_side(conn: Connection, log: CollectiveLog, main_ident: int) -> None:
+    """The side thread: answer ``stack`` requests; end the process when the driver drops us.
+
+    The main thread may be blocked in a collective that will never complete: only this
+    thread can still notice that the driver has given up on the rank.
+    """
+    while True:
+        try:
+            name, _ = receive(conn)
+        except (EOFError, OSError):
+            print(f"gather-harness: the driver dropped this rank; its main thread was at:\n{_main_stack(main_ident)}"
+                  f"last collective: {log.latest}", file=sys.stderr, flush=True)
+            os._exit(1)
+        if name == "stop":
+            return
+        send(conn, "stack", {"stack": _main_stack(main_ident), "last_collective": log.latest})
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    """``torchrun ... -m harness.remote --driver HOST:PORT``: serve the driver until it stops us.
+
+    Exit status 0 when the driver said stop (or, after a restart, is gone), 1 when it dropped
+    this rank (torchrun then restarts the workers if it may), 2 on bad usage.
+    """
+    parser = argparse.ArgumentParser(prog="torchrun ... -m harness.remote",
+                                     description="A rank serving a gather-harness driver (see harness.remote).")
+    parser.add_argument("--driver", required=True, metavar="HOST:PORT", help="the address the driver printed")
+    parser.add_argument("--connect-timeout", type=float, default=DEFAULT_DIAL_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long to keep dialling the driver (default: {DEFAULT_DIAL_TIMEOUT_S:g})")
+    args = parser.parse_args(argv)
+    try:
+        address = parse_address(args.driver, "--driver")
+        identity = torchrun_identity()
+        authkey = os.environ.get(AUTHKEY_ENV, "").encode()
+        if not authkey:
+            raise UsageError(f"{AUTHKEY_ENV} is not set: export the key the driver printed")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    die_with_parent(os.getppid())
+    deadline = time.monotonic() + args.connect_timeout
+    try:
+        main_conn, side_conn = (_greet_driver(address, authkey, deadline, {**identity, "channel": channel})
+                                for channel in ("main", "side"))
+    except AuthenticationError:
+        print(f"error: the driver at {args.driver} refused this rank: {AUTHKEY_ENV} differs from the driver's",
+              file=sys.stderr)
+        return 2
+    except TimeoutError:
+        restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+        print(f"gather-harness: no driver answered at {args.driver} within {args.connect_timeout:g} s"
+              + ("; the run is over" if restarted else ""), file=sys.stderr)
+        return 0 if restarted else 1
+    log = CollectiveLog(None)
+    log.install()
+    threading.Thread(target=_answer_side, args=(side_conn, log, threading.get_ident()), daemon=True,
+                     name="gather-side-channel").start()
+    return 0 if serve(main_conn, log) else 1
+
+
+if __name__ == "__main__":
+    status = worker_main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # no interpreter teardown: a broken NCCL group can hang in it
