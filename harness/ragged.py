@@ -89,7 +89,7 @@ class _RaggedGather(torch.autograd.Function):
 
 
 def _exchange_lengths(front: torch.Tensor, group: ProcessGroup | None) -> list[int]:
-    """All-gather every rank's shape (gather dim first); check the other dims; return the lengths."""
+    """All-gather every rank's shape (gather dim first), check other dims, return lengths."""
     world = dist.get_world_size(group)
     shape = torch.tensor(front.shape, dtype=torch.int64, device=front.device)
     shapes = shape.new_empty(world * front.ndim)  # gloo takes only the flat (concatenated) form
@@ -97,7 +97,9 @@ def _exchange_lengths(front: torch.Tensor, group: ProcessGroup | None) -> list[i
     shapes = shapes.view(world, front.ndim)
     rest = shapes[:, 1:]
     if not bool((rest == rest[0]).all()):
-        raise ValueError(f"all_gather_ragged: shapes differ outside the gather dim: {shapes.tolist()}")
+        raise ValueError(
+            f"all_gather_ragged: shapes differ outside the gather dim: {shapes.tolist()}"
+        )
     return shapes[:, 0].tolist()
 
 

@@ -122,7 +122,7 @@ def test_correct_gather_passes(targets: Path) -> None:
 def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
     summary = targets / "summary.md"
     done = run_cli(targets, "check", "gathers.py:unpad_by_value", "--dtypes", "float32", "--world-sizes", "1-2",
-                   "--max-examples", "20", "--json", "out.json", "--repro-dir", "bugs", "--quiet",
+                   "--max-examples", "100", "--json", "out.json", "--repro-dir", "bugs", "--quiet",
                    GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("FAIL: ") and "property violated: shape (mismatch)" in done.stdout

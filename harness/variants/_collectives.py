@@ -16,7 +16,9 @@ import torch.distributed as dist
 
 
 def all_gather_list(
-    t: torch.Tensor, world_size: int, like: Callable[[torch.Tensor], torch.Tensor] = torch.zeros_like
+    t: torch.Tensor,
+    world_size: int,
+    like: Callable[[torch.Tensor], torch.Tensor] = torch.zeros_like,
 ) -> list[torch.Tensor]:
     """``dist.all_gather`` of ``t`` into ``world_size`` fresh buffers made by ``like(t)``.
 

@@ -66,7 +66,7 @@ class AllGather(torch.autograd.Function):
 
 
 def gather_layer(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """SimCLR ``GatherLayer``, used as ``torch.cat(GatherLayer.apply(x), dim)`` (solo-learn's ``gather``).
+    """SimCLR ``GatherLayer`` the way solo-learn's ``gather`` uses it: ``cat(...apply(x), dim)``.
 
     Forward all-gathers equal shapes into a tuple; backward copies ``grads[rank]`` into a
     zero tensor, i.e. the *local* gradient: contributions from the other ranks' losses are

@@ -1,4 +1,4 @@
-"""Single-buffer gathers: ``dist.all_gather_into_tensor`` and its successor ``dist.all_gather_single``.
+"""Single-buffer gathers: ``dist.all_gather_into_tensor`` and its successor ``all_gather_single``.
 
 Both write every rank's tensor into one ``[W*n, ...]`` output along dim 0 and require equal
 shapes.  The adapters move ``dim`` to the front (``movedim`` + ``contiguous``), gather, and
@@ -16,7 +16,7 @@ Collective = Callable[[torch.Tensor, torch.Tensor], object]
 
 
 def gather_into_tensor(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``dist.all_gather_into_tensor(out, x)`` (deprecated in torch 2.13 in favour of all_gather_single)."""
+    """``dist.all_gather_into_tensor(out, x)``; deprecated in torch 2.13 for all_gather_single."""
     return _gather_front(x, dim, dist.all_gather_into_tensor)
 
 

@@ -1,4 +1,4 @@
-"""lucidrains' ``all_gather_variable_dim`` / ``AllGatherFunction`` / ``AllGather`` (``distributed.py``).
+"""lucidrains' ``all_gather_variable_dim`` / ``AllGatherFunction`` / ``AllGather`` modules.
 
 The published module (in several of lucidrains' repositories, e.g. the mixture-of-experts
 ones) calls ``pad_dim_to`` and ``exists`` without defining or importing them, and uses

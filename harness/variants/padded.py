@@ -75,7 +75,7 @@ def _padded_nd(tensor: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Ten
 
 
 def _pad_rows(t: torch.Tensor, n: int) -> torch.Tensor:
-    """Append ``n`` zero rows along dim 0 with ``torch.cat``; unchanged (same object) if ``n == 0``."""
+    """Append ``n`` zero rows along dim 0 with ``torch.cat``; ``t`` itself if ``n == 0``."""
     if not n:
         return t
     padding = torch.zeros((n, *t.shape[1:]), device=t.device, dtype=t.dtype)

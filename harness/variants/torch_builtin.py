@@ -1,4 +1,4 @@
-"""Gathers that ship with torch: ``torch.distributed.nn``, ``all_gather_object``, functional collectives."""
+"""Gathers shipped with torch: ``torch.distributed.nn``, ``all_gather_object``, functional ones."""
 
 from __future__ import annotations
 
