@@ -183,3 +183,14 @@ def ignores_strides(x: torch.Tensor, dim: int) -> torch.Tensor:
 def contiguous_cotangent_only(x: torch.Tensor, dim: int) -> torch.Tensor:
     """cotangents: the backward ``view``s the cotangent, which fails when it is not contiguous."""
     return _SumGather.apply(x, dim, "flat-view")
+
+
+# -- out-of-contract probes (--probe-misuse) ----------------------------------------------------
+
+
+def equal_only_checked(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """An equal-only gather done right: ragged input raises on every rank, no hang."""
+    sizes = _sizes(x.shape[dim])
+    if len(set(sizes)) > 1:
+        raise ValueError(f"equal lengths required along dim {dim}, got {sizes}")
+    return _plain(x, dim)

@@ -17,6 +17,7 @@ import pytest
 from harness.case import Case
 from harness.contract import Contract
 from harness.search import Finding, run_check
+from harness.variants import GLOO_DTYPES
 
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
 TIMEOUT_S = 3.0
@@ -85,3 +86,21 @@ def test_a_correct_gather_never_fails(pool, grad: str) -> None:
     report = run_check("tests.planted_bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
     assert report.examples == 200
+
+
+def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
+    """Equal-only by claim; on ragged input it pads and never unpads, without a word."""
+    report = run_check("tests.planted_bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
+                       max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool, probe_misuse=True,
+                       shrink_budget_s=SHRINK_BUDGET_S)
+    assert report.findings == []  # in contract it is correct
+    [finding] = report.misuse_findings
+    assert (finding.property, finding.kind) == ("misuse", "wrong-answer"), finding.message
+    assert finding.case.is_ragged and finding.case.world_size == 2, finding.message
+
+
+def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
+    report = run_check("tests.planted_bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
+                       max_examples=60, timeout=TIMEOUT_S, pool=pool, probe_misuse=True)
+    assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
+    assert report.misuse_examples > 0
