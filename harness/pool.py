@@ -362,7 +362,10 @@ class Pool(RankSets):
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["harness.rank"])
+        # torch._dynamo too: torch imports it lazily the first time a custom op (e.g. a
+        # functional collective) runs, 1-2 s per rank that would count against the first
+        # case's timeout and read as a hang on a loaded machine.  The forkserver pays it once.
+        self.context.set_forkserver_preload(["harness.rank", "torch._dynamo"])
         self.tmpdir = tempfile.mkdtemp(prefix="gather-harness-")
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=60))
