@@ -20,9 +20,6 @@ from typing import Any
 
 import torch
 
-TO_RANK = ("run", "call", "stop", "stack")
-FROM_RANK = ("ready", "result", "stack")
-
 
 @dataclass(frozen=True)
 class RankInit:
