@@ -16,7 +16,7 @@ Sections:
 1. cold start: ``Pool()`` to a ready set of W ranks (the forkserver warm-up, paid once per
    driver process, separately), against W fresh ``spawn`` processes that import torch and
    form a gloo group;
-2. per-case overhead: ``pool.run`` of ``tests.planted:simple_ragged`` (2 collectives per
+2. per-case overhead: ``pool.run`` of ``tests.planted_faults:correct`` (2 collectives per
    variant call; 1 call with ``repeat=False``, more with the default ``repeat=True``: the
    count is read from what a run recorded) against :func:`raw_loop`, the same collectives
    back to back in the same warm ranks (run there through ``pool.call``), with a breakdown
@@ -41,13 +41,14 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Run as a script, sys.path[0] is benchmarks/; ranks inherit the driver's sys.path, so put
-# the repository root there instead (``benchmarks.pool`` and ``tests.planted`` import by name).
+# the repository root there instead (``benchmarks.pool`` and ``tests.planted_faults`` import by name).
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     sys.path[0] = ROOT
 elif ROOT not in sys.path:
@@ -57,7 +58,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.distributed import distributed_c10d as c10d  # noqa: E402  (unwrapped by the rank's collective log)
 
-TARGET = "tests.planted:simple_ragged"
+TARGET = "tests.planted_faults:correct"
 HERE = "benchmarks.pool"
 
 # Targets (met when the measured value is on the right side).
@@ -71,7 +72,7 @@ TARGET_RATE_W2 = 200.0
 
 
 def _ragged_once(x: torch.Tensor, world: int) -> torch.Tensor:
-    """``tests.planted.simple_ragged`` along dim 0, with the unwrapped c10d collectives."""
+    """``tests.planted_faults.correct`` along dim 0, with the unwrapped c10d collectives."""
     length = torch.tensor([x.shape[0]], dtype=torch.int64)
     sizes = [torch.zeros_like(length) for _ in range(world)]
     c10d.all_gather(sizes, length)
@@ -424,7 +425,7 @@ def _bench_hypothesis(pool, max_examples: int) -> list[Row]:
     sec = "3 throughput"
     name = f"W=2 run_check({TARGET}, grad=none), max_examples={max_examples}"
     try:
-        import strategies
+        from harness import strategies
 
         strategies.cases  # noqa: B018
         from harness import capabilities, profiles

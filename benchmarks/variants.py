@@ -22,6 +22,7 @@ import re
 import statistics
 
 from harness.case import Case, RankSpec
+from harness.output import markdown_table, text_table
 from harness.pool import Pool
 from harness.variants import CATALOGUE, VariantSpec
 
@@ -100,12 +101,7 @@ def rows(pool: Pool, repeats: int) -> list[list[str]]:
 def render(table: list[list[str]], markdown: bool) -> str:
     head = ["variant", "job", "W", "fwd coll.", "fwd payload B", "fwd wire B", "bwd coll.", "bwd payload B",
             "bwd wire B", "fwd ms"]
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    return "\n".join([fmt.format(*head), fmt.format(*["-" * w for w in widths])] + [fmt.format(*row) for row in table])
+    return (markdown_table if markdown else text_table)(head, table)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """gather-harness: property-based correctness checks for distributed all_gather."""
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """``from harness import check_gather``, imported on first use (PEP 562).
 
     Lazily, because rank processes and the pytest plugin import this package and must not

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 import torch
 from hypothesis import settings
 
-from harness import capabilities, profiles, repro
+from harness import capabilities, files, profiles, repro
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
-from harness.pool import Pool, shared_pool
+from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport, Finding, Progress, run_check
 from harness.targets import TargetError, split_target
 
-DEFAULT_REPRO_DIR = "repros"
+DEFAULT_REPRO_DIR = files.default_path("repros")
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
 IMPORT_TIMEOUT_S = 60.0
 
@@ -87,7 +87,8 @@ def check_gather(
       ``world_sizes`` (low, high), ``backend``, ``device``: the contract, as in ``check``.
     - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
       case), ``probe_misuse``: as in ``check``.
-    - ``repro_dir`` (default ``repros``): where repro scripts of failures are written.
+    - ``repro_dir`` (default ``.gather-harness/repros``): where repro scripts of failures are written,
+      one folder per target, one script per property (a newer one replaces the older).
 
     The Hypothesis profile is the project's default one (``GATHER_HARNESS_PROFILE``, else
     ``ci`` under ``CI``, else ``dev``); the caller's global Hypothesis settings are left alone.
@@ -98,7 +99,7 @@ def check_gather(
     options = CheckOptions(
         target=target_of(gather),
         contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
-                                device=device, world_sizes=tuple(world_sizes)),
+                                device=device, world_sizes=(world_sizes[0], world_sizes[1])),
         dtype_text=dtype_text,
         max_examples=max_examples,
         seed=seed,
@@ -179,7 +180,7 @@ def _check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> N
                          f"use --world-sizes {min(low, count)}-{count}")
 
 
-def prepare(options: CheckOptions, pool: Pool) -> tuple[str, ...]:
+def prepare(options: CheckOptions, pool: RankSets) -> tuple[str, ...]:
     """Have a rank import the target and measure the backend; return the dtypes not drawn.
 
     Raises :class:`~harness.targets.TargetError` when the target cannot be loaded and
@@ -199,7 +200,7 @@ def prepare(options: CheckOptions, pool: Pool) -> tuple[str, ...]:
     return missing
 
 
-def verify_target(pool: Pool, target: str) -> None:
+def verify_target(pool: RankSets, target: str) -> None:
     """Import ``target`` on one rank; raise :class:`TargetError` with the reason it is unusable."""
     result = pool.call(1, "harness.targets:validate", target, timeout=IMPORT_TIMEOUT_S)[0]
     if result is None:
@@ -210,7 +211,7 @@ def verify_target(pool: Pool, target: str) -> None:
         raise TargetError(result.value)
 
 
-def execute(options: CheckOptions, pool: Pool, on_example: Callable[[Progress], None] | None = None) -> CheckReport:
+def execute(options: CheckOptions, pool: RankSets, on_example: Callable[[Progress], None] | None = None) -> CheckReport:
     """Run the search, then write a repro script for every finding (its path lands in ``repro``)."""
     report = run_check(
         options.target,

@@ -10,12 +10,16 @@ Measured once per process and backend/device (about a second), then kept in memo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from harness.contract import ALL_DTYPES
 from harness.rank import case_device
+
+if TYPE_CHECKING:
+    from harness.pool import RankSets
 
 #: Beyond the harness's dtypes, probe the ones backends are known to reject.
 PROBED_DTYPES: tuple[str, ...] = ALL_DTYPES + ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
@@ -53,7 +57,7 @@ class Capabilities:
 _MEASURED: dict[tuple[str, str], Capabilities] = {}
 
 
-def measure(pool, backend: str = "gloo", device: str = "cpu") -> Capabilities:
+def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
     """The capability matrix of ``backend``/``device``, probed on ranks of ``pool`` once per process."""
     key = (backend, device)
     if key not in _MEASURED:

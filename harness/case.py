@@ -124,12 +124,12 @@ class Case:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Case":
+    def from_dict(cls, data: dict) -> Case:
         ranks = tuple(RankSpec(**{**spec, "shape": tuple(spec["shape"])}) for spec in data["ranks"])
         return cls(**{**data, "ranks": ranks})
 
     @classmethod
-    def from_json(cls, text: str) -> "Case":
+    def from_json(cls, text: str) -> Case:
         return cls.from_dict(json.loads(text))
 
 

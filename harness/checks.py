@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-import reference
+from harness import reference
 from harness.case import Case, make_input
 from harness.contract import DIFFERENTIABLE_DTYPES
 from harness.pool import Outcome

@@ -20,34 +20,33 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
-import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from harness import profiles, remote, report
+from harness import catalogue_report, files, fuzz, profiles, remote
 from harness.api import CheckOptions, build_contract, execute, finding_text, prepare, profile_settings
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, UsageError, parse_world_sizes
+from harness.arguments import (
+    PROG,
+    UsageParser,
+    add_check_arguments,
+    one_line,
+    positive_float,
+    positive_int,
+    rerun_command,
+)
+from harness.contract import UsageError, parse_world_sizes
+from harness.output import ProgressLine, check_json, check_markdown, write_step_summary
 from harness.pool import PoolError, PoolGone, shared_pool
-from harness.reporting import ProgressLine, check_json, check_markdown, write_json, write_step_summary
 from harness.search import CheckReport
 from harness.targets import TargetError
-
-PROG = "python -m harness"
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-class UsageParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``UsageError``), not a usage dump and exit."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Hypothesis keeps caches in ``.hypothesis/`` of the working directory: ours go with the
+    # rest of what the harness writes (a user's own setting wins).
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(files.output_dir()))
     try:
         args = build_parser().parse_args(argv)
         return args.run(args, argv)
@@ -73,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search for a counterexample to TARGET meeting its contract, on real gloo/nccl process "
                     "groups. Exit status: 0 none found, 1 counterexample, 2 bad target or arguments.",
     )
-    _add_check_arguments(check)
+    add_check_arguments(check)
     remote.add_arguments(check)
     check.set_defaults(run=run_check_command)
     catalogue = commands.add_parser(
@@ -84,70 +83,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_report_arguments(catalogue)
     catalogue.set_defaults(run=run_report_command)
-    from harness import fuzz  # it builds on this module's options, so it is imported last
-
     fuzz.register(commands)
     return parser
-
-
-def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="TARGET",
-                        help="package.module:attr or path/to/file.py:attr naming a gather(x, dim) callable")
-    contract = parser.add_argument_group("contract (what TARGET claims)")
-    contract.add_argument("--ragged", action=argparse.BooleanOptionalAction, default=True,
-                          help="ranks may hold different lengths along dim (default: --ragged)")
-    contract.add_argument("--dims", choices=("0", "any"), default="any",
-                          help="gather along dim 0 only, or any dim, negative ones included (default: any)")
-    contract.add_argument("--grad", choices=GRAD_CONTRACTS, default="none",
-                          help="gradient contract: none, local C_r[slot_r], sum Σ_s C_s[slot_r], mean sum/W "
-                               "(default: none)")
-    contract.add_argument("--dtypes", default="all", metavar="LIST",
-                          help="comma list of dtype names and groups all, float, complex, int, bool; with a group, "
-                               "dtypes the backend cannot gather are not drawn (default: all)")
-    contract.add_argument("--backend", choices=BACKENDS, default="gloo", help="process-group backend (default: gloo)")
-    contract.add_argument("--device", choices=DEVICES, default="cpu", help="where the tensors live (default: cpu)")
-    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profiles.WORLD_SIZES.items())
-    contract.add_argument("--world-sizes", metavar="A-B",
-                          help=f"range of world sizes within 1-8 (default: the profile's: {per_profile})")
-    search = parser.add_argument_group("search")
-    budget = search.add_mutually_exclusive_group()
-    budget.add_argument("--max-examples", type=_positive_int, metavar="N",
-                        help="examples to try (default: the Hypothesis profile's)")
-    budget.add_argument("--duration", type=parse_duration, metavar="SECONDS|30s|10m",
-                        help="a time budget instead of an example count (stops at the first failure)")
-    search.add_argument("--seed", type=_seed, metavar="N", help="random seed (default: a fresh one, printed)")
-    search.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
-                        help="per case: a rank still running after this long is a hang (default: 10)")
-    search.add_argument("--profile", choices=tuple(profiles.WORLD_SIZES),
-                        help=f"Hypothesis profile (default: ${profiles.PROFILE_ENV}, else ci when $CI is set, else dev)")
-    search.add_argument("--probe-misuse", action="store_true",
-                        help="also probe out-of-contract input: every rank must raise, not hang or answer wrongly")
-    output = parser.add_argument_group("output")
-    output.add_argument("--json", metavar="PATH", help="write the verdict and violations as JSON")
-    output.add_argument("--repro-dir", default="repros", metavar="DIR",
-                        help="where repro scripts of counterexamples go (default: ./repros)")
-    output.add_argument("--quiet", action="store_true", help="no header and no progress line")
 
 
 def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
     parser.add_argument("--json", metavar="PATH", help="write every variant's report as JSON")
-    parser.add_argument("--max-examples", type=_positive_int, default=report.DEFAULT_MAX_EXAMPLES, metavar="N",
-                        help=f"examples per variant (default: {report.DEFAULT_MAX_EXAMPLES})")
+    parser.add_argument("--max-examples", type=positive_int, default=catalogue_report.DEFAULT_MAX_EXAMPLES, metavar="N",
+                        help=f"examples per variant (default: {catalogue_report.DEFAULT_MAX_EXAMPLES})")
     parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
     parser.add_argument("--probe-misuse", action=argparse.BooleanOptionalAction, default=False,
                         help="also probe out-of-contract input; slow, as equal-only variants hang on ragged "
                              "input by design (default: --no-probe-misuse)")
-    parser.add_argument("--timeout", type=_positive_float, default=report.DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_float, default=catalogue_report.DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"per case: a rank still running after this long is a hang "
-                             f"(default: {report.DEFAULT_TIMEOUT_S:g})")
+                             f"(default: {catalogue_report.DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
-    """``report``: see :mod:`harness.report`."""
-    _check_writable("--json", args.json)
-    return report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
+    """``report``: see :mod:`harness.catalogue_report`."""
+    files.check_writable("--json", args.json)
+    return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
                       timeout=args.timeout, markdown=args.markdown, json_path=args.json, quiet=args.quiet)
 
 
@@ -158,7 +116,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes)
-    _check_writable("--json", args.json)
+    files.check_writable("--json", args.json)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
@@ -177,7 +135,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     rerun = rerun_command(argv, seed)
     print(("" if args.quiet else "\n") + _verdict_text(result, options) + f"\n\nrerun: {rerun}")
     if args.json:
-        write_json(args.json, check_json(result, seed=seed, not_drawn=list(not_drawn), command=rerun))
+        files.write_json(args.json, check_json(result, seed=seed, not_drawn=list(not_drawn), command=rerun))
     write_step_summary(check_markdown(result))
     return 0 if result.verdict == "pass" else 1
 
@@ -224,56 +182,3 @@ def _misuse_summary(result: CheckReport) -> str:
         return (f"misuse probes: {result.misuse_examples} out-of-contract examples, each raised in time on every "
                 f"rank or answered right")
     return f"\nout of contract (--probe-misuse), {result.misuse_examples} examples:"
-
-
-def rerun_command(argv: Sequence[str], seed: int) -> str:
-    """The exact command line again, with ``--seed`` set to the seed this run used."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--seed":
-            skip = True
-        elif not arg.startswith("--seed="):
-            kept.append(arg)
-    return shlex.join(["python", "-m", "harness", *kept, "--seed", str(seed)])
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration like 90, 30s or 10m")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
-
-
-def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (some carry the text of a user's exception)."""
-    return " ".join(str(exc).split())
-
-
-def _check_writable(option: str, path: str | None) -> None:
-    """Fail before a long search, not after it, when an output file cannot be written."""
-    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise UsageError(f"{option} {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
-
-
-def _number(convert: type, accept: Callable[[float], bool], what: str) -> Callable[[str], float]:
-    """An argparse ``type`` that converts and range-checks, naming what it wanted."""
-
-    def parse(text: str) -> float:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, lambda n: n >= 1, "a positive whole number")
-_seed = _number(int, lambda n: n >= 0, "a whole number >= 0")
-_positive_float = _number(float, lambda n: n > 0, "a positive number of seconds")

@@ -105,7 +105,7 @@ class Contract:
         if not 1 <= lo <= hi <= 8:
             raise UsageError(f"--world-sizes: need 1 <= A <= B <= 8, got {lo}-{hi}")
 
-    def with_(self, **changes: object) -> "Contract":
+    def with_(self, **changes: object) -> Contract:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def describe(self) -> str:

@@ -9,7 +9,7 @@ on any machine given the same database (the database key names target and contra
 backend or device, so a GPU run's failures replay on a CPU box as far as the case allows).
 A variant with a finding leaves the rotation; the others go on.
 
-The JSON summary (``--json``, default ``fuzz.json``) is rewritten atomically every
+The JSON summary (``--json``, default ``.gather-harness/fuzz.json``) is rewritten atomically every
 ``--save-every`` seconds, after every slice, and at the end, also on SIGTERM or Ctrl-C, so
 a killed run loses at most the last few seconds.  Each finding in it carries its case as
 JSON; ``replay SUMMARY.json --index N`` runs that case again (``--on-cpu``: a CUDA case with
@@ -38,20 +38,20 @@ from typing import Any
 
 import torch
 
-from harness import profiles, remote
+from harness import files, profiles, remote
 from harness.api import CheckOptions, build_contract, execute, finding_text, prepare, profile_settings, target_of
+from harness.arguments import add_check_arguments, one_line, positive_float, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
-from harness.cli import _add_check_arguments, _check_writable, _positive_float, one_line, rerun_command
 from harness.contract import Contract, UsageError, parse_world_sizes
+from harness.output import ProgressLine
 from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
-from harness.reporting import ProgressLine
 from harness.search import Finding, Progress, format_violations
 from harness.targets import TargetError
 from harness.variants import CATALOGUE, by_name
 
 DEFAULT_DURATION_S = 600.0
-DEFAULT_SUMMARY = "fuzz.json"
+DEFAULT_SUMMARY = files.default_path("fuzz.json")
 DEFAULT_SAVE_EVERY_S = 30.0
 #: A variant's turn lasts its share of the time left, within these bounds: long enough for
 #: Hypothesis to get past its database replay and first phases, short enough to rotate.
@@ -197,12 +197,12 @@ class Summary:
 
     def save(self, *, force: bool = False) -> None:
         if force or time.monotonic() - self.saved_at >= self.every_s:
-            remote.write_atomically(self.path, json.dumps(self.to_json(), indent=2) + "\n")
+            files.write_json(self.path, self.to_json())
             self.saved_at = time.monotonic()
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 # -- the loop ---------------------------------------------------------------------------------------------
@@ -339,14 +339,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
     replay.add_argument("--on-cpu", action="store_true",
                         help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
-    replay.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+    replay.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
                         help="per case: a rank still running after this long is a hang (default: 10)")
     replay.set_defaults(run=run_replay_command)
 
 
 def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
     """``check``'s options, retuned: TARGET optional, contract options unset, fuzz-sized defaults."""
-    _add_check_arguments(parser)
+    add_check_arguments(parser)
     actions = {action.dest: action for action in parser._actions}
     actions["target"].nargs, actions["target"].default = "?", None
     actions["target"].help = "one gather(x, dim) as in check (default: every catalogue variant, round-robin)"
@@ -360,14 +360,14 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
     extra.add_argument("--database", metavar="DIR",
                        help=f"the example database directory (default: ${profiles.DATABASE_ENV}, else "
                             f".hypothesis/examples)")
-    extra.add_argument("--save-every", type=_positive_float, default=DEFAULT_SAVE_EVERY_S, metavar="SECONDS",
+    extra.add_argument("--save-every", type=positive_float, default=DEFAULT_SAVE_EVERY_S, metavar="SECONDS",
                        help=f"rewrite the summary at least this often (default: {DEFAULT_SAVE_EVERY_S:g})")
     remote.add_arguments(parser)
 
 
 def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``fuzz``: see the module docstring."""
-    _check_writable("--json", args.json)
+    files.check_writable("--json", args.json)
     if args.database:
         os.environ[profiles.DATABASE_ENV] = args.database  # the profiles read it when registered
     entries = plan(args)

@@ -17,7 +17,7 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci).
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
   (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
-  ``--gather-repro-dir DIR`` (default ``repros`` under the rootdir).
+  ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir).
 
 The Hypothesis profile is ``--hypothesis-profile`` when given, else the project default
 (``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
@@ -35,6 +35,8 @@ from harness import profiles
 from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, UsageError, parse_world_sizes
 
 if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
     from harness.api import CheckOptions
 
 TARGET_ENV = "GATHER_IMPL"
@@ -58,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gather-timeout", type=float, default=10.0, metavar="SECONDS",
                     help="per case: a rank still running after this long is a hang (default: 10)")
     group.addoption("--gather-probe-misuse", action="store_true", help="also probe out-of-contract input")
-    group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/repros)")
+    group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/.gather-harness/repros)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("gather_impl") or os.environ.get(TARGET_ENV)
     if not target:
         return
-    from harness import api  # imports torch: only when a target is selected
+    from harness import api, files  # imports torch: only when a target is selected
     from harness.targets import TargetError
 
     profile = config.getoption("hypothesis_profile", None) or profiles.default_name()
@@ -85,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
             max_examples=max_examples, timeout=config.getoption("gather_timeout"),
             probe_misuse=config.getoption("gather_probe_misuse"), profile=profile,
-            repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / api.DEFAULT_REPRO_DIR),
+            repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
         )
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
@@ -130,13 +132,15 @@ class GatherCheckItem(pytest.Item):
         if report.verdict == "fail":
             raise GatherCheckFailed(api.failure_text(report))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None) -> str:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
+    ) -> str | TerminalRepr:
         """The counterexample or the reason the target is unusable, without a harness traceback."""
         from harness.targets import TargetError
 
         if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError)):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
+        return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
         return self.path, None, f"gather-harness check {self.config.stash[_OPTIONS].target}"

@@ -17,10 +17,10 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -110,7 +110,7 @@ class Outcome:
 class RankSet:
     """W live rank processes forming one process group."""
 
-    def __init__(self, pool: "Pool", backend: str, device: str, world_size: int, generation: int) -> None:
+    def __init__(self, pool: Pool, backend: str, device: str, world_size: int, generation: int) -> None:
         self.pool = pool
         self.backend, self.device, self.world_size = backend, device, world_size
         self.prefix = f"{backend}-{device}-w{world_size}-g{generation}/"
@@ -235,7 +235,7 @@ class RankSet:
         """
         for conn in self.conns:
             send(conn, name, payload)
-        self.closed: set[int] = set()
+        self.closed = set()
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = self._sentinels()
@@ -251,10 +251,10 @@ class RankSet:
                     deadline = min(deadline, time.monotonic() + GRACE_S)
                 elif item in pending:
                     r = pending.pop(item)
-                    results[r] = _receive_result(item)
-                    if results[r] is None:
+                    result = results[r] = _receive_result(item)
+                    if result is None:
                         self.closed.add(r)
-                    if results[r] is None or results[r].error:
+                    if result is None or result.error:
                         deadline = min(deadline, time.monotonic() + GRACE_S)
             waiting = sorted(pending.values())
             if waiting and (self._doomed(waiting, results) or stall.desynced(waiting, len(waiting) < self.world_size)):
@@ -290,7 +290,7 @@ class RankSet:
         finished = [r for r in range(self.world_size) if r not in waiting]
         if not finished:
             return False
-        counts = [len(results[r].collectives) if results[r] is not None else _entered(self.last[r]) for r in finished]
+        counts = [len(res.collectives) if (res := results[r]) is not None else _entered(self.last[r]) for r in finished]
         return all(_inside_collective(self._last(r)) and _entered(self.last[r]) > min(counts) for r in waiting)
 
     def _last(self, r: int) -> str:
@@ -399,7 +399,7 @@ class Pool(RankSets):
         self.sets.clear()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
-    def __enter__(self) -> "Pool":
+    def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -5,7 +5,7 @@ built-in ``ci`` profile (derandomized, no database) unless a project registers o
 profile has ``deadline=None`` because an example is a real multi-process run whose time
 depends on the machine's load, not on the code under test.
 
-- ``dev`` (default on a workstation): 100 examples, example database in ``.hypothesis/``.
+- ``dev`` (default on a workstation): 100 examples, example database in ``.gather-harness/examples``.
 - ``ci`` (default when ``CI`` is set): 100 examples, randomized, no database, world sizes 1..4.
 - ``nightly``: 1000 examples, database, world sizes 1..8.
 - ``fuzz``: effectively unbounded examples (use a time budget), database, world sizes 1..8.
@@ -16,9 +16,12 @@ Select with ``GATHER_HARNESS_PROFILE=<name>`` or pytest's ``--hypothesis-profile
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+from harness import files
 
 PROFILE_ENV = "GATHER_HARNESS_PROFILE"
 DATABASE_ENV = "GATHER_HARNESS_DATABASE"
@@ -28,8 +31,55 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter
 WORLD_SIZES: dict[str, tuple[int, int]] = {"dev": (1, 4), "ci": (1, 4), "nightly": (1, 8), "fuzz": (1, 8)}
 
 
+class _HiddenDirectoryDatabase(DirectoryBasedExampleDatabase):
+    """A directory database that, on its first write, makes the hidden output directory ignore itself."""
+
+    def save(self, key: bytes, value: bytes) -> None:
+        files.ensure_dir(self.path)
+        super().save(key, value)
+
+
 def _database() -> DirectoryBasedExampleDatabase:
-    return DirectoryBasedExampleDatabase(os.environ.get(DATABASE_ENV, os.path.join(".hypothesis", "examples")))
+    """``$GATHER_HARNESS_DATABASE``, else ``examples`` in the hidden output directory."""
+    return _HiddenDirectoryDatabase(os.environ.get(DATABASE_ENV) or files.default_path("examples"))
+
+
+class KeyedDatabase(ExampleDatabase):
+    """One target's share of an example database: every key is prefixed with ``prefix``.
+
+    Hypothesis keys saved examples by the test function, and the harness's test function is
+    the same for every target and contract; without a prefix every check would replay every
+    other target's failures.  Built on the public :class:`~hypothesis.database.ExampleDatabase`
+    interface only (``save``/``fetch``/``delete``/``move``), so it works with any database a
+    profile names and any ``hypothesis>=6.100``.
+    """
+
+    def __init__(self, inner: ExampleDatabase, prefix: bytes) -> None:
+        super().__init__()
+        self.inner = inner
+        self.prefix = prefix + b"\0"  # no target's key is a prefix of another's
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.inner.fetch(self.prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self.prefix + src, self.prefix + dest, value)
+
+    def __repr__(self) -> str:
+        return f"KeyedDatabase({self.inner!r}, {self.prefix[:-1]!r})"
+
+
+def keyed(active: settings, key: bytes) -> settings:
+    """``active`` with its database (if any) narrowed to ``key``'s share."""
+    if active.database is None:
+        return active
+    return settings(active, database=KeyedDatabase(active.database, key))
 
 
 def settings_for(name: str) -> settings:
@@ -38,11 +88,11 @@ def settings_for(name: str) -> settings:
     The Python API and the CLI use this, so checking a gather from another project's test
     suite never replaces that project's own ``dev``/``ci`` profiles.
     """
-    common = dict(deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
+    common = settings(deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
     if name == "ci":
-        return settings(max_examples=100, database=None, derandomize=False, **common)
+        return settings(common, max_examples=100, database=None, derandomize=False)
     examples = {"dev": 100, "nightly": 1000, "fuzz": 10**9}[name]
-    return settings(max_examples=examples, database=_database(), **common)
+    return settings(common, max_examples=examples, database=_database())
 
 
 def register() -> None:

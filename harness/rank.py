@@ -18,9 +18,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -50,14 +50,16 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge, wait
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from harness import files
 from harness.contract import Contract, UsageError, parse_dtypes
 from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
 from harness.protocol import RankResult, receive, send
@@ -181,7 +183,7 @@ class RemoteRankSet(RankSet):
     exit, and torchrun may start new ones), and the pool waits for the next set.
     """
 
-    def __init__(self, pool: "RemotePool", mains: list[Connection], sides: list[Connection], hosts: list[str],
+    def __init__(self, pool: RemotePool, mains: list[Connection], sides: list[Connection], hosts: list[str],
                  generation: int) -> None:
         super().__init__(pool, pool.backend, pool.device, len(mains), generation)  # type: ignore[arg-type]
         self.conns, self.sides, self.hosts = mains, sides, hosts
@@ -225,9 +227,9 @@ class RemoteRankSet(RankSet):
         deadline = time.monotonic() + STACK_WAIT_S
         while asked and (remaining := deadline - time.monotonic()) > 0:
             for conn in wait(list(asked), timeout=remaining):
-                r = asked.pop(conn)
+                r = asked.pop(conn)  # type: ignore[call-overload]  # wait() returns what it was given
                 try:
-                    _, reply = receive(conn)
+                    _, reply = receive(conn)  # type: ignore[arg-type]
                 except (EOFError, OSError):
                     continue
                 stacks[r] = reply["stack"]
@@ -269,7 +271,7 @@ class RemotePool(RankSets):
         self.last_fault = ""
         self.closed = False
         if address_file:
-            write_atomically(address_file, self.address + "\n")
+            files.write_atomically(address_file, self.address + "\n")
         self.announce(self.instructions(authkey.decode() if fresh else None))
         atexit.register(self.close)
 
@@ -313,7 +315,7 @@ class RemotePool(RankSets):
             self.current.stop()
         self.rendezvous.close()
 
-    def __enter__(self) -> "RemotePool":
+    def __enter__(self) -> RemotePool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -330,7 +332,7 @@ class RemotePool(RankSets):
             greeted = self.rendezvous.accept(deadline)
             if greeted is None:
                 _close_all(channels)
-                self._give_up(first, len(hosts), timeout)
+                raise self._give_up(first, len(hosts), timeout)
             conn, hello = greeted
             rank = self._admit(hello, channels)
             channels[hello["channel"]][rank] = conn
@@ -358,10 +360,11 @@ class RemotePool(RankSets):
             old.close()
         return rank
 
-    def _give_up(self, first: bool, connected: int, timeout: float) -> None:
+    def _give_up(self, first: bool, connected: int, timeout: float) -> PoolError | PoolGone:
+        """The error to raise when the ranks did not (re)connect in time."""
         expected = self.world_size or "the job's"
         if first:
-            raise PoolError(f"{connected} of {expected} ranks connected to {self.address} within {timeout:.0f} s; "
+            return PoolError(f"{connected} of {expected} ranks connected to {self.address} within {timeout:.0f} s; "
                             f"start the torchrun job with --driver {self.address}")
         self.gone = (f"the torchrun job's ranks did not come back within {timeout:.0f} s after a fault "
                      f"({self.last_fault or 'a rank failed'}); give torchrun --max-restarts so that it restarts "
@@ -373,7 +376,7 @@ class RemotePool(RankSets):
         results = ranks.call("harness.remote:join_group", args, JOIN_TIMEOUT_S)
         failed = [res for res in results if res is None or res.error]
         if failed:
-            reason = failed[0].error.strip().splitlines()[-1] if failed[0] is not None else "a rank died"
+            reason = (failed[0].error or "").strip().splitlines()[-1] if failed[0] is not None else "a rank died"
             raise PoolError(f"the torchrun job's ranks could not form a {self.backend}/{self.device} group: {reason}")
 
 
@@ -394,14 +397,6 @@ def _send_quietly(conn: Connection, name: str) -> bool:
 
 def _to_stderr(text: str) -> None:
     print(f"gather-harness: {text}", file=sys.stderr, flush=True)
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write all of ``text`` or nothing: a reader polling for the file never sees half of it."""
-    partial = f"{path}.{os.getpid()}.tmp"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(partial, path)
 
 
 # -- the command-line options ------------------------------------------------------------------------

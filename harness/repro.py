@@ -10,7 +10,6 @@ picks) or joins one under ``torchrun``, and every rank has a watchdog so that a 
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import os
 import string
@@ -18,27 +17,26 @@ from pathlib import Path
 
 import torch
 
-import reference
 from harness import case as case_module
 from harness import contract as contract_module
+from harness import files, reference
 from harness.search import Finding
 
 
 def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout: float = 10.0,
           out_of_contract: bool = False) -> Path:
-    """Write ``repro_<property>_<hash>.py`` for ``finding`` into ``directory``; return its absolute path.
+    """Write ``<directory>/<target>/<property>.py`` for ``finding``; return its absolute path.
+
+    One script per target and property: a newer finding replaces the older script.
 
     - ``target``: the selector the finding came from; a file target is made absolute so the
       script runs from any directory, a module target is found via the current directory.
     - ``timeout``: seconds each rank may spend on the case before its watchdog ends it.
     - ``out_of_contract``: the case is a misuse probe, so raising on every rank is the right answer.
     """
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    case_json = finding.case.to_json()
-    digest = hashlib.sha256(f"{target}\n{case_json}\n{finding.property}".encode()).hexdigest()[:8]
-    path = (folder / f"repro_{finding.property.replace('-', '_')}_{digest}.py").resolve()
-    path.write_text(render(finding, absolute_target(target), case_json, path.name, timeout, out_of_contract))
+    path = files.repro_path(directory, target, finding.property).resolve()
+    files.write_atomically(path, render(finding, absolute_target(target), finding.case.to_json(), path.name,
+                                        timeout, out_of_contract))
     return path
 
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import hypothesis
 from hypothesis import event, given, note, settings
+from hypothesis.strategies import SearchStrategy
 
-import strategies
-from harness import capabilities
+from harness import capabilities, profiles, strategies
 from harness.case import Case
 from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
 from harness.contract import Contract, UsageError
-from harness.pool import Outcome, Pool, shared_pool
+from harness.pool import Outcome, RankSets, shared_pool
 
 
 class PropertyViolation(AssertionError):
@@ -115,7 +115,7 @@ def run_check(
     seed: int | None = None,
     timeout: float = 10.0,
     probe_misuse: bool = False,
-    pool: Pool | None = None,
+    pool: RankSets | None = None,
     track_semantics: bool = False,
     on_example: Callable[[Progress], None] | None = None,
     base_settings: settings | None = None,
@@ -155,7 +155,7 @@ def run_check(
     return report
 
 
-def _judge(pool: Pool, target: str, case: Case, timeout: float, semantics: collections.Counter | None) -> list[Violation]:
+def _judge(pool: RankSets, target: str, case: Case, timeout: float, semantics: collections.Counter | None) -> list[Violation]:
     outcome = pool.run(case, target, timeout=timeout)
     if semantics is not None and case.grad != "none":
         matched = matching_contracts(outcome)
@@ -165,14 +165,14 @@ def _judge(pool: Pool, target: str, case: Case, timeout: float, semantics: colle
     return check_outcome(outcome)
 
 
-def _judge_misuse(pool: Pool, target: str, case: Case, timeout: float) -> list[Violation]:
+def _judge_misuse(pool: RankSets, target: str, case: Case, timeout: float) -> list[Violation]:
     outcome = pool.run(case, target, timeout=timeout)
     _note_outcome(outcome)
     return check_misuse(outcome)
 
 
 def _search(
-    case_strategy,
+    case_strategy: SearchStrategy[Case],
     judge: Callable[[Case], list[Violation]],
     progress: Progress,
     on_example: Callable[[Progress], None] | None,
@@ -216,9 +216,7 @@ def _search(
             first_failure_at[:] = first_failure_at or [time.monotonic()]
             fail(failed[case])
 
-    body._hypothesis_internal_add_digest = database_key  # one example database entry per target and contract
-
-    active = base_settings or settings()
+    active = profiles.keyed(base_settings or settings(), database_key)  # one share per target and contract
     batch = max_examples or active.max_examples
     deadline = None if duration_s is None else time.monotonic() + duration_s
     run = 0

@@ -12,7 +12,9 @@ import importlib.util
 import os
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 _CACHE: dict[str, Callable] = {}
 
@@ -33,6 +35,7 @@ def load(target: str) -> Callable:
     if target in _CACHE:
         return _CACHE[target]
     module_name, attr = split_target(target)
+    sys.dont_write_bytecode = True  # a rank importing a user's target leaves no __pycache__ in their project
     module = _import_file(module_name) if module_name.endswith(".py") else _import_module(module_name)
     obj = module
     for part in attr.split("."):
@@ -54,7 +57,7 @@ def validate(target: str) -> str | None:
     return None
 
 
-def _import_file(path: str):
+def _import_file(path: str) -> ModuleType:
     absolute = os.path.abspath(path)
     if not os.path.isfile(absolute):
         raise TargetError(f"target file {path!r} does not exist")
@@ -64,11 +67,12 @@ def _import_file(path: str):
         raise TargetError(f"target file {path!r} is not a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    _execute(lambda: spec.loader.exec_module(module), path)
+    loader = spec.loader
+    _execute(lambda: loader.exec_module(module), path)
     return module
 
 
-def _import_module(name: str):
+def _import_module(name: str) -> ModuleType:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -80,7 +84,7 @@ def _import_module(name: str):
     return _execute(lambda: importlib.import_module(name), name)
 
 
-def _execute(step: Callable, what: str):
+def _execute(step: Callable[[], Any], what: str) -> Any:
     try:
         return step()
     except Exception as exc:

@@ -7,9 +7,9 @@ arguments when called and raises ``harness.contract.UsageError`` naming the argu
 ``coverage_events`` labels a case for ``hypothesis.event()``.
 """
 
-from strategies import _internal
-from strategies._coverage import LONG_LENGTH, coverage_events
-from strategies._internal import (
+from harness.strategies import _internal
+from harness.strategies._coverage import LONG_LENGTH, coverage_events
+from harness.strategies._internal import (
     MAX_WORLD_SIZE,
     SIMPLEST_DTYPES,
     RaggedShapes,

@@ -64,6 +64,9 @@ _NDIM = (1, 4)
 _MISUSE_KINDS = ("ragged", "dim", "dtype")
 
 Ex = TypeVar("Ex")
+T = TypeVar("T")
+#: For draws that need no per-rank traits: draws nothing.
+_NO_TRAITS: st.SearchStrategy[None] = st.none()
 
 
 class RaggedShapes(NamedTuple):
@@ -123,7 +126,7 @@ def lengths(
     """
     worlds, ragged, max_length = _length_args(world_sizes, ragged, max_length)
     total = check_int("max_total", max_total, at_least=0, example=4096)
-    return _raw_lengths(worlds, ragged, max_length).map(lambda drawn: _fit_total(drawn, total, ragged))
+    return _raw_lengths(worlds, ragged, max_length, _NO_TRAITS).map(lambda drawn: _fit_total(drawn[0], total, ragged))
 
 
 def _length_args(world_sizes: object, ragged: object, max_length: object) -> tuple[tuple[int, int], bool, int]:
@@ -149,20 +152,17 @@ def _length(cap: int) -> st.SearchStrategy[int]:
 
 
 def _raw_lengths(
-    worlds: tuple[int, int], ragged: bool, cap: int, traits: st.SearchStrategy | None = None
-) -> st.SearchStrategy[tuple[int, ...]] | st.SearchStrategy[tuple[tuple[int, ...], tuple]]:
-    """Lengths before the total budget: a list (ragged) or one length repeated W times.
+    worlds: tuple[int, int], ragged: bool, cap: int, traits: st.SearchStrategy[T]
+) -> st.SearchStrategy[tuple[tuple[int, ...], tuple[T, ...]]]:
+    """Lengths before the total budget, with a trait per rank: ``(lengths, traits)``.
 
-    With ``traits``, each rank also draws a trait (its layout, recipes, ...) right after its
-    length, and the result is ``(lengths, traits)``: deleting a rank from the choice
-    sequence then deletes everything about that rank, which is how Hypothesis shrinks
-    ``(0,), (0,), (2,) strided`` to ``(2,) strided`` instead of stalling.
+    Lengths are a list (ragged) or one length repeated W times.  Each rank draws its trait
+    (its layout, recipes, ...; :data:`_NO_TRAITS` draws nothing) right after its length:
+    deleting a rank from the choice sequence then deletes everything about that rank, which
+    is how Hypothesis shrinks ``(0,), (0,), (2,) strided`` to ``(2,) strided`` instead of
+    stalling.
     """
     low, high = worlds
-    if traits is None:
-        if ragged:
-            return st.lists(_length(cap), min_size=low, max_size=high).map(tuple)
-        return st.tuples(st.integers(low, high), _length(cap)).map(lambda wn: (wn[1],) * wn[0])
     if ragged:
         pairs = st.lists(st.tuples(_length(cap), traits), min_size=low, max_size=high)
         return pairs.map(lambda drawn: (tuple(n for n, _ in drawn), tuple(t for _, t in drawn)))
@@ -217,7 +217,7 @@ def ragged_shapes(
     and lengths 0, e.g. ``RaggedShapes(shapes=((0,),), dim=0)``.
     """
     args = _shape_args(world_sizes, ragged, ndim, dims, max_length, max_elements)
-    return _ragged_shapes(*args)
+    return _ragged_shapes(*args, _NO_TRAITS).map(lambda drawn: drawn[0])
 
 
 def _shape_args(
@@ -230,7 +230,7 @@ def _shape_args(
     if dims == "nonzero":
         if high < 2:
             fix = f"ndim=(2, {max(high, 2)})"
-            raise UsageError(f"ndim={tuple(ndim)!r} leaves no dim but 0 for dims='nonzero'; pass {fix}")
+            raise UsageError(f"ndim={(low, high)!r} leaves no dim but 0 for dims='nonzero'; pass {fix}")
         low = max(low, 2)
     check_int("max_elements", max_elements, at_least=0, example=4096)
     return worlds, ragged, (low, high), dims, max_length, max_elements  # type: ignore[return-value]
@@ -255,23 +255,21 @@ def _ragged_shapes(
     dims: str,
     max_length: int,
     max_elements: int,
-    traits: st.SearchStrategy | None = None,
-) -> RaggedShapes | tuple[RaggedShapes, tuple]:
+    traits: st.SearchStrategy[T],
+) -> tuple[RaggedShapes, tuple[T, ...]]:
     # World size (the lengths list) first, so the shrinker prefers fewer ranks over all else.
-    drawn = draw(_raw_lengths(world_sizes, ragged, max_length, traits))
-    drawn, rank_traits = drawn if traits is not None else (drawn, None)
+    drawn, rank_traits = draw(_raw_lengths(world_sizes, ragged, max_length, traits))
     # The other dims as a list whose size is ndim - 1, so the shrinker drops whole dims too.
     others = draw(st.lists(_OFF_DIM_SIZES, min_size=ndim[0] - 1, max_size=ndim[1] - 1))
     n = len(others) + 1
     dim = draw(_dims(n, dims))
-    if others and draw(_ZERO_AN_OFF_DIM):
+    if others and draw(_ZERO_AN_OFF_DIM):  # type: ignore[arg-type]  # mypy binds DrawFn to its first use
         others[draw(st.integers(0, n - 2))] = 0
     block = math.prod(others)
     fitted = _fit_total(drawn, max_elements // max(block, 1), ragged)
     d = dim % n
     shapes = tuple(tuple(others[:d]) + (length,) + tuple(others[d:]) for length in fitted)
-    drawn_shapes = RaggedShapes(shapes=shapes, dim=dim)
-    return drawn_shapes if traits is None else (drawn_shapes, rank_traits)
+    return RaggedShapes(shapes=shapes, dim=dim), rank_traits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,12 +318,13 @@ _COTANGENT_TRAITS = tuple(itertools.product(COTANGENT_RECIPES, COTANGENT_LAYOUTS
 #: two for the length, these two -- shrinks; 6 or more do not), and deleting ranks is how a
 #: case shrinks ``(0,), (0,), (2,) strided`` to ``(2,) strided``.  The seed is drawn once
 #: per case for the same reason; the recipes mix in the rank, so ranks still differ.
-_RANK_TRAITS = st.tuples(st.sampled_from(_INPUT_TRAITS), st.sampled_from(_COTANGENT_TRAITS)).map(
-    lambda drawn: drawn[0] + drawn[1]
-)
+RankTraits = tuple[str, str, str, str]
+_RANK_TRAITS: st.SearchStrategy[RankTraits] = st.tuples(
+    st.sampled_from(_INPUT_TRAITS), st.sampled_from(_COTANGENT_TRAITS)
+).map(lambda drawn: drawn[0] + drawn[1])
 
 
-def _rank_spec(shape: tuple[int, ...], traits: tuple[str, str, str, str], seed: int) -> RankSpec:
+def _rank_spec(shape: tuple[int, ...], traits: RankTraits, seed: int) -> RankSpec:
     layout, values, cotangent, cotangent_layout = traits
     return RankSpec(shape, layout=layout, values=values, seed=seed, cotangent=cotangent,
                     cotangent_layout=cotangent_layout)
@@ -396,7 +395,7 @@ def _check_target(backend: object, device: object) -> tuple[str, str]:
 @_composite_named("cases")
 def _cases(
     draw: st.DrawFn,
-    shapes_and_traits: st.SearchStrategy[tuple[RaggedShapes, tuple]],
+    shapes_and_traits: st.SearchStrategy[tuple[RaggedShapes, tuple[RankTraits, ...]]],
     names: tuple[str, ...],
     grad: str,
     backend: str,
@@ -507,8 +506,8 @@ def misuse_cases(
 
 def _misuse_probe(
     kind: str, contract: Contract, supported: tuple[str, ...], max_length: int, max_elements: int
-) -> tuple[st.SearchStrategy[RaggedShapes], tuple[str, ...]]:
-    """Shapes and dtype names for a ``kind`` probe: out of the contract in that way only."""
+) -> tuple[st.SearchStrategy[tuple[RaggedShapes, tuple[RankTraits, ...]]], tuple[str, ...]]:
+    """Shapes (with rank traits) and dtype names for a ``kind`` probe: out of the contract in that way only."""
     ragged, dims, names = contract.ragged, contract.dims, _in_contract_dtypes(contract, supported)
     low, high = contract.world_sizes
     if kind == "ragged":

@@ -2,8 +2,10 @@
 dimension of the strategies, exposes.  ``tests/test_planted_bugs.py`` asserts the harness
 finds each within the CI budget and shrinks it to a minimal case named in advance.
 
-All are built from :func:`correct`, a plain ragged gather with an autograd wrapper whose
-backward is the ``sum`` contract, so each bug is a one-line departure from it.
+A flaw *around* the gather (a cast, a copy, a wrong dim passed in) wraps the project's one
+correct gather, :func:`harness.ragged.all_gather_ragged` (``correct`` below); a flaw *inside*
+the gather (ordering, padding, size exchange, backward) is assembled from the building blocks
+below with that one step done wrong.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ import itertools
 
 import torch
 import torch.distributed as dist
+
+from harness.ragged import all_gather_ragged, gather_sum
+
+#: The reference-correct ragged gather with the ``sum`` gradient contract.
+correct = gather_sum
 
 
 def _sizes(length: int, dtype: torch.dtype = torch.int64) -> list[int]:
@@ -31,40 +38,29 @@ def _gather_front(front: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
     return pieces
 
 
-def _plain(x: torch.Tensor, dim: int, size_dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    front = x.detach().movedim(dim, 0)
-    sizes = _sizes(front.shape[0], size_dtype)
-    pieces = _gather_front(front, sizes)
-    return torch.cat([p[:n] for p, n in zip(pieces, sizes)]).movedim(0, dim)
+def _unpad(pieces: list[torch.Tensor], sizes: list[int]) -> torch.Tensor:
+    return torch.cat([p[:n] for p, n in zip(pieces, sizes)])
 
 
-class _SumGather(torch.autograd.Function):
-    """Forward: ragged gather.  Backward: all_reduce the cotangent, take this rank's slot."""
+class _BuggyBackward(torch.autograd.Function):
+    """Forward: the correct gather.  Backward: the flaw named by ``mode``."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, dim: int, backward_mode: str) -> torch.Tensor:
-        ctx.dim, ctx.mode = dim, backward_mode
+    def forward(ctx, x: torch.Tensor, dim: int, mode: str) -> torch.Tensor:
+        ctx.dim, ctx.mode = dim, mode
         ctx.sizes = _sizes(x.shape[dim])
-        return _plain(x, dim)
+        return all_gather_ragged(x, dim)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         rank = dist.get_rank()
         start = sum(ctx.sizes[:rank])
-        if ctx.mode == "local":
+        if ctx.mode == "local":  # skips the all_reduce
             total = grad.contiguous()
-        elif ctx.mode == "flat-view":
-            total = grad.view(-1).view(grad.shape)  # assumes a contiguous cotangent
-            dist.all_reduce(total)
-        else:
-            total = grad.contiguous().clone()
+        else:  # "flat-view": assumes a contiguous cotangent
+            total = grad.view(-1).view(grad.shape)
             dist.all_reduce(total)
         return total.narrow(ctx.dim, start, ctx.sizes[rank]), None, None
-
-
-def correct(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """The reference-correct ragged gather with the ``sum`` gradient contract."""
-    return _SumGather.apply(x, dim, "sum")
 
 
 # -- one bug per property ------------------------------------------------------------------------
@@ -75,12 +71,12 @@ def reversed_ranks(x: torch.Tensor, dim: int) -> torch.Tensor:
     front = x.movedim(dim, 0)
     sizes = _sizes(front.shape[0])
     pieces = _gather_front(front, sizes)
-    return torch.cat([p[:n] for p, n in reversed(list(zip(pieces, sizes)))]).movedim(0, dim)
+    return _unpad(pieces[::-1], sizes[::-1]).movedim(0, dim)
 
 
 def float64_to_float32(x: torch.Tensor, dim: int) -> torch.Tensor:
     """dtype: returns float32 for float64 input (a ``.float()`` before the collective)."""
-    return _plain(x.float() if x.dtype == torch.float64 else x, dim)
+    return all_gather_ragged(x.float() if x.dtype == torch.float64 else x, dim)
 
 
 def forgot_unpad(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -91,12 +87,12 @@ def forgot_unpad(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def returns_meta(x: torch.Tensor, dim: int) -> torch.Tensor:
     """device: the result ends up on the meta device."""
-    return _plain(x, dim).to("meta")
+    return all_gather_ragged(x, dim).to("meta")
 
 
 def squeezes_input(x: torch.Tensor, dim: int) -> torch.Tensor:
     """inputs-untouched: flattens the caller's tensor in place (``x.resize_``) on the way."""
-    out = _plain(x, dim)
+    out = all_gather_ragged(x, dim)
     if x.dim() > 1:
         x.resize_(x.numel())
     return out
@@ -104,7 +100,7 @@ def squeezes_input(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def local_only_backward(x: torch.Tensor, dim: int) -> torch.Tensor:
     """gradients: the backward skips the all_reduce (claims sum, delivers local)."""
-    return _SumGather.apply(x, dim, "local")
+    return _BuggyBackward.apply(x, dim, "local")
 
 
 _BUFFERS: dict[tuple, torch.Tensor] = {}
@@ -112,7 +108,7 @@ _BUFFERS: dict[tuple, torch.Tensor] = {}
 
 def shared_output_buffer(x: torch.Tensor, dim: int) -> torch.Tensor:
     """stable: writes every result into one cached buffer per shape and returns it."""
-    result = _plain(x, dim)
+    result = all_gather_ragged(x, dim)
     buffer = _BUFFERS.setdefault((tuple(result.shape), result.dtype), torch.empty_like(result))
     return buffer.copy_(result)
 
@@ -122,7 +118,7 @@ _CALLS = itertools.count()
 
 def degrades_every_third_call(x: torch.Tensor, dim: int) -> torch.Tensor:
     """repeatable: every third call returns a zeroed result (think: a leaking buffer pool)."""
-    result = _plain(x, dim)
+    result = all_gather_ragged(x, dim)
     return torch.zeros_like(result) if next(_CALLS) % 3 == 2 else result
 
 
@@ -147,22 +143,28 @@ def assumes_equal_lengths(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def uint8_sizes(x: torch.Tensor, dim: int) -> torch.Tensor:
     """long lengths: exchanges lengths as uint8, so a length of 256 wraps to 0."""
-    return _plain(x, dim, size_dtype=torch.uint8)
+    front = x.movedim(dim, 0)
+    sizes = _sizes(front.shape[0], torch.uint8)
+    return _unpad(_gather_front(front, sizes), sizes).movedim(0, dim)
 
 
 def ignores_dim(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """dims: always gathers along dim 0."""
-    return _plain(x, 0)
+    """dims: always gathers along dim 0 (without checking the other dims agree)."""
+    sizes = _sizes(x.shape[0])
+    return _unpad(_gather_front(x, sizes), sizes)
 
 
 def negative_dim_off_by_one(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """negative dims: normalises ``dim`` with ``dim + ndim - 1``."""
-    return _plain(x, dim + x.dim() - 1 if dim < 0 else dim)
+    """negative dims: normalises ``dim`` with ``dim + ndim - 1`` (and checks nothing)."""
+    wrong = dim + x.dim() - 1 if dim < 0 else dim
+    front = x.movedim(wrong, 0)
+    sizes = _sizes(front.shape[0])
+    return _unpad(_gather_front(front, sizes), sizes).movedim(0, wrong)
 
 
 def drops_imaginary(x: torch.Tensor, dim: int) -> torch.Tensor:
     """dtypes: gathers only the real part of complex input (and casts back)."""
-    return _plain(x.real.to(x.dtype) if x.is_complex() else x, dim)
+    return all_gather_ragged(x.real.to(x.dtype) if x.is_complex() else x, dim)
 
 
 def unpad_by_value(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -177,12 +179,12 @@ def unpad_by_value(x: torch.Tensor, dim: int) -> torch.Tensor:
 def ignores_strides(x: torch.Tensor, dim: int) -> torch.Tensor:
     """layouts: reads the input's storage as if it were contiguous (``as_strided``)."""
     dense = torch.as_strided(x.detach(), x.shape, torch.empty(x.shape).stride())
-    return _plain(dense, dim)
+    return all_gather_ragged(dense, dim)
 
 
 def contiguous_cotangent_only(x: torch.Tensor, dim: int) -> torch.Tensor:
     """cotangents: the backward ``view``s the cotangent, which fails when it is not contiguous."""
-    return _SumGather.apply(x, dim, "flat-view")
+    return _BuggyBackward.apply(x, dim, "flat-view")
 
 
 # -- out-of-contract probes (--probe-misuse) ----------------------------------------------------
@@ -193,4 +195,4 @@ def equal_only_checked(x: torch.Tensor, dim: int) -> torch.Tensor:
     sizes = _sizes(x.shape[dim])
     if len(set(sizes)) > 1:
         raise ValueError(f"equal lengths required along dim {dim}, got {sizes}")
-    return _plain(x, dim)
+    return all_gather_ragged(x, dim)

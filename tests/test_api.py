@@ -14,14 +14,14 @@ from harness.api import target_of
 from harness.contract import UsageError
 from harness.pool import Pool
 from harness.targets import TargetError
-from tests import planted
+from tests import planted_faults
 
-PLANTED = Path(__file__).with_name("planted.py").read_text()
+PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 #: ``upcast`` returns float32 for float64 input.
 UPCAST = PLANTED + '''
 
 def upcast(x, dim):
-    y = simple_ragged(x, dim)
+    y = correct(x, dim)
     return y.float() if y.dtype == torch.float64 else y
 '''
 
@@ -34,12 +34,12 @@ def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_p
     assert text.startswith("property violated: dtype (mismatch)\ncase: W=1 gloo/cpu float64 dim=0")
     assert "  [dtype] output.dtype=float32, but should be float64 on rank 0" in text
     repro = next(line.split(" ", 1)[1] for line in text.splitlines() if line.startswith("repro: "))
-    assert Path(repro).is_file() and Path(repro).parent == tmp_path
+    assert Path(repro).is_file() and Path(repro).parent.parent == tmp_path and Path(repro).name == "dtype.py"
 
 
 def test_a_module_level_callable_passes_and_returns_the_report(pool: Pool) -> None:
-    report = check_gather(planted.simple_ragged, world_sizes=(1, 3), max_examples=10, seed=1)
-    assert (report.verdict, report.target, report.findings) == ("pass", "tests.planted:simple_ragged", [])
+    report = check_gather(planted_faults.correct, world_sizes=(1, 3), max_examples=10, seed=1)
+    assert (report.verdict, report.target, report.findings) == ("pass", "tests.planted_faults:correct", [])
     assert report.examples >= 10
 
 
@@ -57,7 +57,7 @@ if __name__ == "__main__":
 ''')
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "property violated: dtype" in done.stdout and f"repro: {tmp_path}/repros/repro_dtype_" in done.stdout
+    assert "property violated: dtype" in done.stdout and f"repro: {tmp_path}/.gather-harness/repros/script.upcast-" in done.stdout
 
 
 def local_function() -> object:
@@ -67,7 +67,7 @@ def local_function() -> object:
     return gather
 
 
-@pytest.mark.parametrize("gather", [lambda x, dim: x, local_function(), functools.partial(planted.simple_ragged)],
+@pytest.mark.parametrize("gather", [lambda x, dim: x, local_function(), functools.partial(planted_faults.correct)],
                          ids=["lambda", "local function", "partial"])
 def test_callables_ranks_cannot_import_are_usage_errors(gather: object) -> None:
     with pytest.raises(UsageError, match="must be a module-level function"):
@@ -82,8 +82,8 @@ def test_file_targets_become_absolute(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
     with pytest.raises(UsageError, match="unknown dtype 'float33'"):
-        check_gather(planted.simple_ragged, dtypes="float33")
+        check_gather(planted_faults.correct, dtypes="float33")
     with pytest.raises(UsageError, match="cannot all_gather int16"):
-        check_gather(planted.simple_ragged, dtypes=["int16"])
+        check_gather(planted_faults.correct, dtypes=["int16"])
     with pytest.raises(TargetError, match="has no attribute 'nope'"):
-        check_gather("tests.planted:nope")
+        check_gather("tests.planted_faults:nope")

@@ -7,7 +7,7 @@ shape.  A harness change that stops catching a known bug turns this red.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

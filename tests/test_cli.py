@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli
-from harness.reporting import ProgressLine
+from harness import arguments, cli
+from harness.output import ProgressLine
 from harness.search import Progress
 
-PLANTED = Path(__file__).with_name("planted.py").read_text()
-#: planted.simple_ragged is correct; these two are not.
+PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+#: planted_faults.correct is correct; these two are not.
 BUGGY = PLANTED + '''
 
 def unpad_by_value(x, dim):
@@ -42,7 +42,7 @@ def unpad_by_value(x, dim):
 
 def float32_result(x, dim):
     """Correct values, but float64 input comes back as float32."""
-    y = simple_ragged(x, dim)
+    y = correct(x, dim)
     return y.float() if y.dtype == torch.float64 else y
 '''
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="these are usage errors only without a CUDA device")
@@ -50,7 +50,7 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="these are usage 
 
 @pytest.fixture
 def targets(tmp_path: Path) -> Path:
-    """A file holding a correct gather (``simple_ragged``), two buggy ones, and broken modules."""
+    """A file holding a correct gather (``correct``), two buggy ones, and broken modules."""
     (tmp_path / "gathers.py").write_text(BUGGY)
     (tmp_path / "raises.py").write_text('raise RuntimeError("boom on import")\n')
     (tmp_path / "constant.py").write_text("gather = 42\n")
@@ -66,25 +66,25 @@ BAD_INPUTS = [
     pytest.param(["{d}/dies.py:gather"], "died", id="rank dies on import"),
     pytest.param(["no_colon"], "not of the form", id="not a target"),
     pytest.param(["no.such.module:gather"], "cannot be found", id="missing module"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--dtypes", "float33"], "unknown dtype 'float33'", id="unknown dtype"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--dtypes", "int16"], "cannot all_gather int16", id="int16 on gloo"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--backend", "nccl"], "add --device cuda", id="nccl on cpu"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--backend", "nccl", "--device", "cuda"], "no CUDA device",
+    pytest.param(["{d}/gathers.py:correct", "--dtypes", "float33"], "unknown dtype 'float33'", id="unknown dtype"),
+    pytest.param(["{d}/gathers.py:correct", "--dtypes", "int16"], "cannot all_gather int16", id="int16 on gloo"),
+    pytest.param(["{d}/gathers.py:correct", "--backend", "nccl"], "add --device cuda", id="nccl on cpu"),
+    pytest.param(["{d}/gathers.py:correct", "--backend", "nccl", "--device", "cuda"], "no CUDA device",
                  id="nccl without gpu", marks=NO_CUDA),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--device", "cuda"], "no CUDA device", id="cuda without gpu",
+    pytest.param(["{d}/gathers.py:correct", "--device", "cuda"], "no CUDA device", id="cuda without gpu",
                  marks=NO_CUDA),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--duration", "5", "--max-examples", "5"], "not allowed with",
+    pytest.param(["{d}/gathers.py:correct", "--duration", "5", "--max-examples", "5"], "not allowed with",
                  id="duration and max-examples"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--duration", "soon"], "not a positive duration", id="bad duration"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "0-3"], "--world-sizes", id="world sizes 0-3"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "1-9"], "<= 8", id="world sizes 1-9"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--world-sizes", "few"], "not a range", id="world sizes not a range"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--max-examples", "0"], "not a positive whole number",
+    pytest.param(["{d}/gathers.py:correct", "--duration", "soon"], "not a positive duration", id="bad duration"),
+    pytest.param(["{d}/gathers.py:correct", "--world-sizes", "0-3"], "--world-sizes", id="world sizes 0-3"),
+    pytest.param(["{d}/gathers.py:correct", "--world-sizes", "1-9"], "<= 8", id="world sizes 1-9"),
+    pytest.param(["{d}/gathers.py:correct", "--world-sizes", "few"], "not a range", id="world sizes not a range"),
+    pytest.param(["{d}/gathers.py:correct", "--max-examples", "0"], "not a positive whole number",
                  id="max-examples 0"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--timeout", "-1"], "not a positive number", id="negative timeout"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--dims", "2"], "invalid choice", id="dims 2"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--profile", "fast"], "invalid choice", id="unknown profile"),
-    pytest.param(["{d}/gathers.py:simple_ragged", "--json", "{d}/no/such/dir/out.json"], "does not exist",
+    pytest.param(["{d}/gathers.py:correct", "--timeout", "-1"], "not a positive number", id="negative timeout"),
+    pytest.param(["{d}/gathers.py:correct", "--dims", "2"], "invalid choice", id="dims 2"),
+    pytest.param(["{d}/gathers.py:correct", "--profile", "fast"], "invalid choice", id="unknown profile"),
+    pytest.param(["{d}/gathers.py:correct", "--json", "{d}/no/such/dir/out.json"], "does not exist",
                  id="json directory missing"),
     pytest.param([], "required: TARGET", id="no target"),
 ]
@@ -107,15 +107,15 @@ def test_bad_input_in_a_real_process_prints_one_line(tmp_path: Path) -> None:
 
 
 def test_correct_gather_passes(targets: Path) -> None:
-    done = run_cli(targets, "check", "gathers.py:simple_ragged", "--max-examples", "15", "--seed", "7",
+    done = run_cli(targets, "check", "gathers.py:correct", "--max-examples", "15", "--seed", "7",
                    "--json", "out.json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not drawn: int16 (gloo cannot all_gather it)" in done.stdout
     assert "PASS: no counterexample" in done.stdout
-    assert "rerun: python -m harness check gathers.py:simple_ragged --max-examples 15 --json out.json --seed 7" in done.stdout
+    assert "rerun: python -m harness check gathers.py:correct --max-examples 15 --json out.json --seed 7" in done.stdout
     document = json.loads((targets / "out.json").read_text())
     assert {"target", "verdict", "examples", "elapsed_s", "violations"} <= set(document)
-    assert (document["target"], document["verdict"], document["violations"]) == ("gathers.py:simple_ragged", "pass", [])
+    assert (document["target"], document["verdict"], document["violations"]) == ("gathers.py:correct", "pass", [])
     assert document["examples"] >= 15 and document["seed"] == 7
 
 
@@ -131,7 +131,7 @@ def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
     violation = next(v for v in violations if v["property"] == "shape")
     assert {"property", "kind", "case", "message", "repro"} <= set(violation)
     assert violation["message"] in done.stdout
-    assert Path(violation["repro"]).parent == targets / "bugs" and Path(violation["repro"]).is_file()
+    assert Path(violation["repro"]).parent.parent == targets / "bugs" and Path(violation["repro"]).is_file()
     assert f"repro: {violation['repro']}" in done.stdout and "--seed" in done.stdout
     assert "gather-harness check `gathers.py:unpad_by_value`: ❌ fail" in summary.read_text()
 
@@ -145,7 +145,7 @@ def test_float32_for_float64_is_a_dtype_counterexample(targets: Path, capsys: py
 
 
 def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status = cli.main(["check", f"{targets}/gathers.py:simple_ragged", "--duration", "1s", "--world-sizes", "2-3"])
+    status = cli.main(["check", f"{targets}/gathers.py:correct", "--duration", "1s", "--world-sizes", "2-3"])
     out = capsys.readouterr().out
     assert status == 0
     assert "world sizes 2-3" in out and "time budget 1 s" in out and "PASS" in out
@@ -153,12 +153,12 @@ def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("1.5m", 90.0), ("2h", 7200.0)])
 def test_duration_units(text: str, seconds: float) -> None:
-    assert cli.parse_duration(text) == seconds
+    assert arguments.parse_duration(text) == seconds
 
 
 def test_rerun_command_sets_the_seed() -> None:
     argv = ["check", "pkg.mod:gather", "--seed", "1", "--grad", "sum", "--seed=2", "--dtypes", "a b"]
-    assert cli.rerun_command(argv, 99) == "python -m harness check pkg.mod:gather --grad sum --dtypes 'a b' --seed 99"
+    assert arguments.rerun_command(argv, 99) == "python -m harness check pkg.mod:gather --grad sum --dtypes 'a b' --seed 99"
 
 
 def test_progress_line_redraws_in_place_on_a_terminal() -> None:

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from harness import profiles
+from harness.arguments import parse_duration
 from harness.case import Case, RankSpec
-from harness.cli import main, parse_duration
+from harness.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = "harness.ragged:gather_sum"
@@ -65,7 +66,7 @@ def test_fuzz_over_two_catalogue_variants_finds_nothing(isolated: Path, capsys: 
     """Both variants get turns within the budget; nothing found is exit 0 and a passing summary."""
     assert main(["fuzz", "--variants", "ours_sum,ours_local", "--duration", "4", "--world-sizes", "1-3",
                  "--quiet"]) == 0
-    summary = read_summary(isolated / "fuzz.json")
+    summary = read_summary(isolated / ".gather-harness" / "fuzz.json")
     assert (summary["status"], summary["verdict"], summary["findings"]) == ("finished", "pass", [])
     assert [(t["name"], t["status"]) for t in summary["targets"]] == [("ours_sum", "pass"), ("ours_local", "pass")]
     assert all(t["examples"] > 0 for t in summary["targets"]), summary["targets"]
@@ -174,4 +175,4 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_no_summary_is_left_by_a_usage_error(isolated: Path) -> None:
     assert main(["fuzz", "no.such.module:gather", "--duration", "5", "--quiet"]) == 2
-    assert not (isolated / "fuzz.json").exists()
+    assert not (isolated / ".gather-harness").exists()

@@ -10,15 +10,15 @@ features every one of them has.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
 from harness.case import Case
 from harness.contract import Contract
 from harness.search import Finding, run_check
-from tests.test_catalogue import is_zero
 from harness.variants import GLOO_DTYPES
+from tests.test_catalogue import is_zero
 
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
 TIMEOUT_S = 3.0

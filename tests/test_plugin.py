@@ -14,12 +14,12 @@ from harness.pool import Pool
 
 pytest_plugins = ["pytester"]
 
-PLANTED = Path(__file__).with_name("planted.py").read_text()
-#: planted.simple_ragged is correct; ``upcast`` returns float32 for float64 input.
+PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+#: planted_faults.correct is correct; ``upcast`` returns float32 for float64 input.
 GATHERS = PLANTED + '''
 
 def upcast(x, dim):
-    y = simple_ragged(x, dim)
+    y = correct(x, dim)
     return y.float() if y.dtype == torch.float64 else y
 '''
 
@@ -43,13 +43,13 @@ def test_inert_without_a_target(gathers: pytest.Pytester) -> None:
 
 
 def test_correct_gather_passes_and_the_header_names_it(gathers: pytest.Pytester) -> None:
-    result = gathers.runpytest("--gather-impl", "gathers.py:simple_ragged", "--gather-max-examples", "10",
+    result = gathers.runpytest("--gather-impl", "gathers.py:correct", "--gather-max-examples", "10",
                                "--gather-world-sizes", "1-3", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "gather-harness: checking */gathers.py:simple_ragged",
+        "gather-harness: checking */gathers.py:correct",
         "  contract ragged dims=any grad=none dtypes=all; backend gloo/cpu; world sizes 1-3; hypothesis profile *",
-        "gather-harness::check[[]*gathers.py:simple_ragged[]] PASSED*",
+        "gather-harness::check[[]*gathers.py:correct[]] PASSED*",
     ])
 
 
@@ -61,7 +61,7 @@ def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.
         "property violated: dtype (mismatch)",
         "case: W=1 gloo/cpu float64 *",
         "  [[]dtype] output.dtype=float32, but should be float64 on rank 0",
-        "repro: */repros/repro_dtype_*.py",
+        "repro: */.gather-harness/repros/gathers.upcast-*/dtype.py",
         "FAILED gather-harness::check*",
     ])
     assert "Traceback" not in result.stdout.str()

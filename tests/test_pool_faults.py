@@ -1,6 +1,6 @@
 """The pool survives every way a variant can break, reports it, and heals (issue: pool).
 
-Each planted variant in ``tests/planted.py`` breaks in exactly one way on rank 1.  The
+Each planted variant in ``tests/planted_faults.py`` breaks in exactly one way on rank 1.  The
 fault must be classified with the right kind, name the rank(s), arrive within the case
 timeout plus a few seconds, and the very next correct case must pass on the healed pool.
 """
@@ -18,7 +18,7 @@ from harness.pool import Pool
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
 RAGGED = Case(ranks=(RankSpec((3, 2)), RankSpec((1, 2)), RankSpec((0, 2))), dim=0)
-CORRECT = "tests.planted:simple_ragged"
+CORRECT = "tests.planted_faults:correct"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def run_timed(pool: Pool, target: str, case: Case = RAGGED):
     ],
 )
 def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: str, culprit_text: str) -> None:
-    outcome, elapsed = run_timed(fault_pool, f"tests.planted:{target}")
+    outcome, elapsed = run_timed(fault_pool, f"tests.planted_faults:{target}")
     assert outcome.fault == kind, outcome.describe_fault() if outcome.fault else outcome
     assert elapsed <= TIMEOUT_S + SLACK_S
     report = outcome.describe_fault()
@@ -60,21 +60,21 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
 
 
 def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Pool) -> None:
-    outcome, _ = run_timed(fault_pool, "tests.planted:hang_rank1")
+    outcome, _ = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
     report = outcome.describe_fault()
-    assert "rank 0 blocked; last collective entered: #1 all_gather(torch.int64, shape=(1,))" in report
+    assert "rank 0 blocked; last collective entered: #1 all_gather_single(torch.int64, shape=(2,))" in report
     assert "in hang_rank1" in report  # rank 1's Python stack, from faulthandler
-    assert "in simple_ragged" in report  # the other ranks' stacks
+    assert "in correct" in report  # the other ranks' stacks
 
 
 def test_crash_report_carries_the_ranks_own_output(fault_pool: Pool) -> None:
-    outcome, _ = run_timed(fault_pool, "tests.planted:abort_mismatch")
+    outcome, _ = run_timed(fault_pool, "tests.planted_faults:abort_mismatch")
     assert "Received data size doesn't match expected size" in outcome.describe_fault() or "EnforceNotMet" in outcome.describe_fault()
 
 
 def test_a_fault_replaces_the_ranks(fault_pool: Pool) -> None:
     before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
-    run_timed(fault_pool, "tests.planted:raise_rank1")
+    run_timed(fault_pool, "tests.planted_faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
 
@@ -96,6 +96,6 @@ def test_world_sizes_one_to_eight(fault_pool: Pool, world_size: int) -> None:
 
 
 def test_target_that_cannot_load_is_an_error_not_a_hang(fault_pool: Pool) -> None:
-    outcome, elapsed = run_timed(fault_pool, "tests.planted:no_such_gather")
+    outcome, elapsed = run_timed(fault_pool, "tests.planted_faults:no_such_gather")
     assert outcome.fault is None and elapsed < TIMEOUT_S
     assert all("has no attribute 'no_such_gather'" in r.error for r in outcome.results)

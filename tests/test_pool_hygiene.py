@@ -18,11 +18,11 @@ DRIVER = textwrap.dedent(
     from harness.pool import Pool
     pool = Pool(timeout=30)
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((0,))))
-    assert pool.run(case, "tests.planted:simple_ragged").fault is None
+    assert pool.run(case, "tests.planted_faults:correct").fault is None
     pids = [p.pid for p in pool.rank_set("gloo", "cpu", 3).procs]
     print(" ".join(map(str, pids)), flush=True)
     if sys.argv[1] == "hang":
-        pool.run(case, "tests.planted:hang_rank1", timeout=600)  # ranks are busy when killed
+        pool.run(case, "tests.planted_faults:hang_rank1", timeout=600)  # ranks are busy when killed
     time.sleep(600)
     """
 )

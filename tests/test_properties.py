@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
-import strategies
+from harness import strategies
 from harness.checks import Violation, check_outcome
 from harness.contract import Contract
 from harness.variants import GLOO_DTYPES

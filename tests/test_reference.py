@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness.reference import ExpectedGrad, expected_grad, expected_output, within_bound
+from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
 from harness.case import Case, RankSpec, make_cotangent, torch_dtype
 from harness.contract import DTYPE_GROUPS, Contract
-from reference import ExpectedGrad, expected_grad, expected_output, within_bound
-from strategies import cases
 
 
 def _ints_case(lengths: tuple[int, ...], dtype: str = "float32") -> Case:

@@ -32,7 +32,7 @@ from harness.search import run_check
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 AUTHKEY = "test-remote-key"
-CORRECT = "tests.planted:simple_ragged"
+CORRECT = "tests.planted_faults:correct"
 JOB_TIMEOUT_S = 60.0
 #: Shrinking a wrong answer at a fixed world size of 4 takes ~30 s over the sockets; finding it is the point.
 SHRINK_S = 3.0
@@ -115,12 +115,12 @@ def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
                           timeout=5.0, pool=pool, shrink_budget_s=SHRINK_S)
         assert [f.property for f in found.findings] == ["values"], found.findings
 
-        broken = pool.run(CASE, "tests.planted:raise_rank1")
+        broken = pool.run(CASE, "tests.planted_faults:raise_rank1")
         assert broken.fault == "exception", broken
         report = broken.describe_fault()
         assert "ValueError: planted failure on rank 1" in report
         assert "rank 0 blocked; last collective entered: #1 all_gather" in report  # stack via the side channel
-        assert "simple_ragged" in report
+        assert "in correct" in report
 
         healed = pool.run(CASE, CORRECT)
         assert healed.fault is None and check_outcome(healed) == []

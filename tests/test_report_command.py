@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from harness.catalogue_report import HEADER
 from harness.pool import Pool
-from harness.report import HEADER
 
 
 def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from harness.contract import Contract
 from harness.pool import Pool
 from harness.search import Finding, run_check
 
-PLANTED = Path(__file__).with_name("planted.py").read_text()
+PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 LOCAL_AS_SUM = PLANTED + '''
 
 class _KeepOwnSlot(torch.autograd.Function):
@@ -32,7 +32,7 @@ class _KeepOwnSlot(torch.autograd.Function):
         lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
         dist.all_gather(lengths, torch.tensor([x.shape[dim]]))
         ctx.dim, ctx.start, ctx.length = dim, int(sum(lengths[: dist.get_rank()])), x.shape[dim]
-        return simple_ragged(x.detach(), dim)
+        return correct(x.detach(), dim)
 
     @staticmethod
     def backward(ctx, grad):
@@ -45,7 +45,7 @@ def local_as_sum(x, dim):
 
 def drops_zero_rows(x, dim):
     """Unpadding by value: genuine zeros disappear."""
-    y = simple_ragged(x, dim).movedim(dim, 0)
+    y = correct(x, dim).movedim(dim, 0)
     keep = y.ne(0) if y.ndim == 1 else y.flatten(1).ne(0).any(1)
     return y[keep].movedim(0, dim)
 '''
@@ -73,7 +73,7 @@ def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProce
 def test_repro_of_a_value_bug_fails_the_same_way(pool: Pool, gathers: str, tmp_path: Path) -> None:
     finding = find(pool, f"{gathers}:drops_zero_rows", Contract(dtypes=("float32",), world_sizes=(1, 2)))
     path = repro.write(finding, f"{gathers}:drops_zero_rows", tmp_path / "repros")
-    assert path.name.startswith(f"repro_{finding.property}_") and path.parent == tmp_path / "repros"
+    assert path.name == f"{finding.property.replace('-', '_')}.py" and path.parent.parent == tmp_path / "repros"
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"[{finding.property}] rank 0: " in done.stdout
@@ -84,7 +84,15 @@ def test_repro_of_a_gradient_bug_needs_only_torch(pool: Pool, gathers: str, tmp_
     finding = find(pool, f"{gathers}:local_as_sum", Contract(grad="sum", dtypes=("float32",), world_sizes=(2, 2)))
     assert finding.property == "gradients"
     path = repro.write(finding, f"{gathers}:local_as_sum", tmp_path)
-    blocked = ("import runpy, sys; sys.modules['harness'] = sys.modules['reference'] = None; "
+    # The target imports the project's gather (harness.ragged); nothing else of the harness,
+    # and no Hypothesis, may be imported by the repro.
+    blocked = ("import runpy, sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        engine = name.startswith('harness.') and name != 'harness.ragged'\n"
+               "        if engine or name.split('.')[0] == 'hypothesis':\n"
+               "            raise ImportError(f'the repro imported {name}')\n"
+               "sys.meta_path.insert(0, Block())\n"
                "sys.exit(runpy.run_path(sys.argv[1], run_name='__main__'))")
     done = run_script(path, sys.executable, "-c", blocked, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -94,7 +102,7 @@ def test_repro_of_a_gradient_bug_needs_only_torch(pool: Pool, gathers: str, tmp_
 def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
     """A module target, found through the directory the repro was written from."""
     finding = Finding("values", "mismatch", dataclasses.replace(TWO_RANKS, grad="none"), "(written by hand)", [])
-    path = repro.write(finding, "tests.planted:simple_ragged", tmp_path)
+    path = repro.write(finding, "tests.planted_faults:correct", tmp_path)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rank 1: output matches the reference bit for bit" in done.stdout
@@ -103,7 +111,7 @@ def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
 
 def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
     finding = Finding("no-hang-no-crash", "hang", dataclasses.replace(TWO_RANKS, grad="none"), "hang", [])
-    path = repro.write(finding, "tests.planted:hang_rank1", tmp_path, timeout=2)
+    path = repro.write(finding, "tests.planted_faults:hang_rank1", tmp_path, timeout=2)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 1
     assert "[no-hang-no-crash] rank 1: the case did not finish within 2 s; it is stuck in:" in done.stdout

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from random import Random
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis import strategies as st
-
-import strategies
-from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
-from strategies import (
+from harness.strategies import (
     SIMPLEST_DTYPES,
     RaggedShapes,
     cases,
@@ -27,6 +22,12 @@ from strategies import (
     rank_specs,
     world_sizes,
 )
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
+
+from harness import strategies
+from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
 
 #: A contract that lets the strategies reach everything: ragged, any dim, W up to 8, grads.
 OPEN = Contract(grad="sum", world_sizes=(1, 8))

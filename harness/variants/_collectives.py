@@ -9,7 +9,7 @@ each variant keeps its own flaws.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist

@@ -7,7 +7,7 @@ move it back; no gradient.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist

@@ -39,7 +39,8 @@ def all_gather_variable_dim(
     if not exists(sizes):
         size = torch.tensor(t.shape[dim], device=device, dtype=torch.long)
         sizes = torch.stack(all_gather_list(size, world_size, torch.empty_like))
-    max_size = sizes.amax().item()
+    assert sizes is not None  # what ``exists`` said, spelled for the type checker
+    max_size = int(sizes.amax().item())
     padded_t = pad_dim_to(t, max_size, dim=dim)
     gathered_tensor = torch.cat(all_gather_list(padded_t, world_size, torch.empty_like), dim=dim)
     seq = torch.arange(max_size, device=device)

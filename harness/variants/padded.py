@@ -74,11 +74,11 @@ def _padded_nd(tensor: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Ten
     return all_gather_list(tensor, world_size), all_sizes
 
 
-def _pad_rows(t: torch.Tensor, n: int) -> torch.Tensor:
+def _pad_rows(t: torch.Tensor, n: int | float) -> torch.Tensor:
     """Append ``n`` zero rows along dim 0 with ``torch.cat``; ``t`` itself if ``n == 0``."""
     if not n:
         return t
-    padding = torch.zeros((n, *t.shape[1:]), device=t.device, dtype=t.dtype)
+    padding = torch.zeros((int(n), *t.shape[1:]), device=t.device, dtype=t.dtype)
     return torch.cat((t, padding))
 
 

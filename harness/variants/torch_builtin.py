@@ -34,6 +34,6 @@ def functional_autograd(x: torch.Tensor, dim: int) -> torch.Tensor:
     is a ``reduce_scatter_tensor`` with sum (the *sum* contract); the docstring says only
     ``gather_dim=0`` is supported and all ranks must hold equal shapes.
     """
-    out = funcol.all_gather_tensor_autograd(x, gather_dim=dim, group=dist.group.WORLD)
+    out = funcol.all_gather_tensor_autograd(x, gather_dim=dim, group=dist.group.WORLD)  # type: ignore[arg-type]
     # An AsyncCollectiveTensor until first use; wait so callers get a plain tensor (autograd kept).
     return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out

@@ -7,7 +7,6 @@ added, none changed).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -72,12 +71,6 @@ def describe_progress(progress: Progress) -> str:
 def check_json(report: CheckReport, **extra: object) -> dict:
     """The ``--json`` document of ``check``: BRIEF §6's keys, then ``extra`` ones."""
     return {**report.to_json(), **extra}
-
-
-def write_json(path: str | os.PathLike, document: object) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2)
-        handle.write("\n")
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

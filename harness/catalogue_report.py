@@ -28,8 +28,9 @@ import torch
 from harness import capabilities
 from harness.api import profile_settings
 from harness.contract import Contract, UsageError
-from harness.pool import Pool, shared_pool
-from harness.reporting import ProgressLine, markdown_table, text_table, write_json, write_step_summary
+from harness.files import write_json
+from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
+from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport, run_check
 from harness.variants import CATALOGUE, VariantSpec, by_name
 
@@ -117,7 +118,7 @@ def select(names: str | None) -> list[VariantSpec]:
         raise UsageError(f"--variants: {exc.args[0]}") from None
 
 
-def check_variant(spec: VariantSpec, pool: Pool, label: str, *, max_examples: int, probe_misuse: bool,
+def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples: int, probe_misuse: bool,
                   timeout: float, quiet: bool) -> Row:
     """One variant's search; an error that stops it becomes the row's ``error``, not the end of the report."""
     progress = None if quiet else ProgressLine(label=label)
@@ -147,7 +148,7 @@ def misuse_cell(report: CheckReport) -> str:
     return "raises" if report.misuse_examples else NOT_PROBED
 
 
-def capability_cells(caps: capabilities.Capabilities) -> dict[str, dict[str, str]]:
+def capability_cells(caps: capabilities.Capabilities) -> dict[str, object]:
     """The capability matrix as ``{dtype: {op: "ok" or reason}}`` for JSON."""
     table: dict[str, dict[str, str]] = {}
     for (dtype, op), cell in caps.cells.items():

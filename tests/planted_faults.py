@@ -1,4 +1,4 @@
-"""Planted variants for the pool's fault self-tests: each misbehaves in exactly one way.
+"""Planted faults for the pool's self-tests: each misbehaves in exactly one way on top of a correct gather.
 
 They follow the ``gather(x, dim)`` convention so the pool runs them like any variant.
 """
@@ -12,20 +12,12 @@ import time
 import torch
 import torch.distributed as dist
 
+from harness.ragged import all_gather_ragged
 
-def simple_ragged(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """A correct ragged gather in two collectives (sizes, then padded data); no autograd."""
-    world = dist.get_world_size()
-    moved = x.movedim(dim, 0)
-    length = torch.tensor([moved.shape[0]], dtype=torch.int64)
-    sizes = [torch.zeros_like(length) for _ in range(world)]
-    dist.all_gather(sizes, length)
-    longest = max(int(s) for s in sizes)
-    padded = torch.zeros((longest,) + tuple(moved.shape[1:]), dtype=x.dtype)
-    padded[: moved.shape[0]] = moved
-    pieces = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(pieces, padded)
-    return torch.cat([p[: int(s)] for p, s in zip(pieces, sizes)]).movedim(0, dim)
+
+def correct(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The project's one correct ragged gather (two collectives forward), which every fault wraps."""
+    return all_gather_ragged(x, dim)
 
 
 def _on_rank_one(action) -> None:
@@ -36,7 +28,7 @@ def _on_rank_one(action) -> None:
 def hang_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 never returns (sleeps), so the others block in the gather."""
     _on_rank_one(lambda: time.sleep(10_000))
-    return simple_ragged(x, dim)
+    return correct(x, dim)
 
 
 def abort_mismatch(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -49,13 +41,13 @@ def abort_mismatch(x: torch.Tensor, dim: int) -> torch.Tensor:
 def segfault_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 dereferences NULL."""
     _on_rank_one(lambda: ctypes.string_at(0))
-    return simple_ragged(x, dim)
+    return correct(x, dim)
 
 
 def exit_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 calls ``os._exit(3)``."""
     _on_rank_one(lambda: os._exit(3))
-    return simple_ragged(x, dim)
+    return correct(x, dim)
 
 
 def raise_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -65,17 +57,17 @@ def raise_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
         raise ValueError("planted failure on rank 1")
 
     _on_rank_one(fail)
-    return simple_ragged(x, dim)
+    return correct(x, dim)
 
 
 def desync_extra_collective(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 0 adds an all_reduce the other ranks never enter."""
     if dist.get_rank() == 0:
         dist.all_reduce(torch.zeros(1))
-    return simple_ragged(x, dim)
+    return correct(x, dim)
 
 
 def killed_by_sigkill_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 is killed from outside (here: by itself) with SIGKILL."""
     _on_rank_one(lambda: os.kill(os.getpid(), 9))
-    return simple_ragged(x, dim)
+    return correct(x, dim)

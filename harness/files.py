@@ -1,0 +1,100 @@
+"""Where the harness writes, and how: one hidden directory, atomic JSON, names per target.
+
+Everything the harness generates without being asked for a path (repro scripts, the example
+database, fuzz summaries and pages) lands under one hidden directory of the working
+directory, :data:`OUTPUT_DIR` (``.gather-harness/``), the way Hypothesis keeps
+``.hypothesis/`` and pytest ``.pytest_cache/``.  Like pytest's, it holds a ``.gitignore``
+that ignores it, so a user's ``git status`` stays clean.  Repro scripts are grouped by target
+and named by property (``repros/<target>/<property>.py``): a newer finding of the same
+target and property replaces the older script, so the directory stays bounded.  Every
+location can still be chosen (``--repro-dir``, ``--database``, ``--json``, ``--html``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from harness.contract import UsageError
+
+#: The hidden directory, relative to the working directory; ``GATHER_HARNESS_DIR`` moves it.
+OUTPUT_DIR = ".gather-harness"
+OUTPUT_DIR_ENV = "GATHER_HARNESS_DIR"
+_IGNORE_EVERYTHING = "# Created by gather-harness: generated files (repros, example database, summaries).\n*\n"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def output_dir() -> Path:
+    """The hidden output directory (not created: :func:`ensure_dir` does that on first write)."""
+    return Path(os.environ.get(OUTPUT_DIR_ENV) or OUTPUT_DIR)
+
+
+def default_path(*parts: str) -> str:
+    """A path inside the hidden output directory, e.g. ``default_path("fuzz.json")``."""
+    return str(output_dir().joinpath(*parts))
+
+
+def ensure_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` (and parents); a hidden output directory made here ignores itself in git."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    root = output_dir().resolve()
+    if root == folder.resolve() or root in folder.resolve().parents:
+        ignore = root / ".gitignore"
+        if not ignore.exists():
+            _replace(ignore, _IGNORE_EVERYTHING)
+    return folder
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write all of ``text`` or nothing: a reader polling for the file never sees half of it."""
+    target = Path(path)
+    ensure_dir(target.parent)
+    _replace(target, text)
+
+
+def _replace(target: Path, text: str) -> None:
+    partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, target)
+
+
+def write_json(path: str | os.PathLike, document: object) -> None:
+    """``document`` as indented JSON, written atomically."""
+    write_atomically(path, json.dumps(document, indent=2) + "\n")
+
+
+def check_writable(option: str, path: str | None) -> None:
+    """Fail before a long search, not after it, when a file the user named cannot be written.
+
+    A path inside the hidden output directory is always fine: it is created on first write.
+    """
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    inside_ours = Path(folder).resolve() == output_dir().resolve() or output_dir().resolve() in Path(folder).resolve().parents
+    if not inside_ours and not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: directory {folder} does not exist")
+
+
+def target_slug(target: str) -> str:
+    """A directory name for ``target``: ``pkg.mod.attr``, or ``file.attr-<hash>`` for a file target.
+
+    The hash of a file target's absolute path keeps two ``gather.py`` files in different
+    directories apart.
+    """
+    module, _, attr = target.rpartition(":")
+    if module.endswith(".py"):
+        digest = hashlib.sha256(os.path.abspath(module).encode()).hexdigest()[:8]
+        name = f"{Path(module).stem}.{attr}-{digest}"
+    else:
+        name = f"{module}.{attr}"
+    return _UNSAFE.sub("_", name)
+
+
+def repro_path(directory: str | os.PathLike, target: str, prop: str) -> Path:
+    """``<directory>/<target slug>/<property>.py``: one repro per target and property."""
+    return Path(directory) / target_slug(target) / f"{prop.replace('-', '_')}.py"

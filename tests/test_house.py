@@ -1,0 +1,221 @@
+"""The house rules: one import name, no import cycles, types checked, nothing left behind.
+
+- Installing the project claims only the name ``harness`` (``strategies/`` and ``reference/``
+  install as ``harness.strategies`` and ``harness.reference``), so a user's own
+  ``strategies.py`` or ``reference.py`` can neither shadow ours nor be shadowed.
+- No module of the package imports, directly or through others, a module that imports it
+  back; the rank side never imports the search side.
+- mypy (pinned) passes over the package, ruff (pinned) over the repository.
+- A scratch project's ``git status`` is clean after ``check``, ``fuzz`` and ``report``: all
+  generated files live in the one hidden directory, which ignores itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Repository folder -> the package name it installs as.
+PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference": "harness.reference"}
+#: What the rank side may import of the harness: the case model and the messages, nothing that decides.
+RANK_SIDE = ("harness.rank", "harness.protocol")
+SEARCH_SIDE = {"harness.search", "harness.pool", "harness.checks", "harness.strategies", "harness.cli"}
+CORRECT_GATHER = "from harness.ragged import all_gather_ragged as gather\n"
+
+
+def run(*args: str, cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    for name in ("PYTEST_XDIST_WORKER", "PYTHONDONTWRITEBYTECODE"):  # a user's shell has neither
+        environment.pop(name, None)
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+# -- the import graph -----------------------------------------------------------------------------
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the package by its installed name, e.g. ``harness.strategies._internal``."""
+    found: dict[str, Path] = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts[:-1]) + (() if parts[-1] == "__init__" else (parts[-1],)))
+            found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``name`` imports anywhere in its body, lazily ones included."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    edges: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            edges |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}".rstrip(".")
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            edges |= submodules
+            if len(submodules) < len(node.names):  # names defined in ``base`` itself
+                edges.add(base)
+    return {edge for edge in edges if edge in known and edge != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    return {name: imports_of(name, path, set(files)) for name, path in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 20, sorted(graph)
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_planted_cycle() -> None:
+    graph = import_graph()
+    graph["harness.case"] = graph["harness.case"] | {"harness.cli"}
+    assert any("harness.case" in cycle and "harness.cli" in cycle for cycle in cycles(graph))
+
+
+@pytest.mark.parametrize("side", RANK_SIDE)
+def test_the_rank_side_never_imports_the_search_side(side: str) -> None:
+    assert not reachable(import_graph(), side) & SEARCH_SIDE
+
+
+# -- types and lint -------------------------------------------------------------------------------
+
+
+def test_mypy_passes() -> None:
+    done = run(sys.executable, str(ROOT / "tools" / "typecheck.py"), cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout
+
+
+def test_ruff_passes() -> None:
+    done = run(sys.executable, "-m", "ruff", "check", "harness", "strategies", "reference", "tests", "benchmarks",
+               "tools", "conftest.py", cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- one name in other people's environments ------------------------------------------------------
+
+
+def test_a_built_wheel_installs_only_the_harness_package(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    for entry in ("harness", "strategies", "reference", "pyproject.toml", "README.md"):
+        copy = shutil.copytree if (ROOT / entry).is_dir() else shutil.copy
+        copy(ROOT / entry, source / entry)
+    done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+               str(tmp_path / "dist"), str(source), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"harness", wheel.name.split("-")[0] + "-0.1.0.dist-info"}
+    assert {"harness/strategies/__init__.py", "harness/reference/__init__.py", "harness/py.typed"} <= set(names)
+
+
+@pytest.fixture
+def crowded(tmp_path: Path) -> Path:
+    """A user's project with its own ``strategies.py`` and ``reference.py`` (common names) and a gather."""
+    (tmp_path / "strategies.py").write_text("MINE = 'strategies'\n")
+    (tmp_path / "reference.py").write_text("MINE = 'reference'\n")
+    (tmp_path / "ok.py").write_text(CORRECT_GATHER)
+    (tmp_path / "test_mine.py").write_text(
+        "import harness.api\nimport harness.strategies\nimport strategies, reference\n\n"
+        "def test_my_modules_are_mine():\n"
+        "    assert (strategies.MINE, reference.MINE) == ('strategies', 'reference')\n"
+        "    assert harness.strategies.cases is not None\n"
+    )
+    return tmp_path
+
+
+def test_check_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
+    done = run(sys.executable, "-m", "harness", "check", "ok.py:gather", "--max-examples", "5", "--world-sizes",
+               "1-2", "--quiet", cwd=crowded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: no counterexample in 5 examples" in done.stdout
+
+
+def test_the_plugin_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
+    done = run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gather-impl", "ok.py:gather",
+               "--gather-max-examples", "5", "--gather-world-sizes", "1-2", "-q", cwd=crowded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+# -- nothing left behind --------------------------------------------------------------------------
+
+
+def test_a_scratch_project_stays_clean(tmp_path: Path) -> None:
+    """``check`` (a pass and a failure), ``fuzz`` and ``report`` leave only the hidden directory."""
+    (tmp_path / "ok.py").write_text(CORRECT_GATHER)
+    (tmp_path / "bad.py").write_text(CORRECT_GATHER + "\n\ndef upcast(x, dim):\n    return gather(x, dim).double()\n")
+    assert run("git", "init", "-q", cwd=tmp_path).returncode == 0
+    commands = [
+        (["check", "ok:gather", "--max-examples", "5", "--world-sizes", "1-2"], 0),
+        (["check", "bad.py:upcast", "--max-examples", "20", "--world-sizes", "1-2", "--dtypes", "float32"], 1),
+        (["fuzz", "ok.py:gather", "--duration", "2", "--world-sizes", "1-2"], 0),
+        (["report", "--variants", "ours_local", "--max-examples", "5"], 0),
+    ]
+    for args, status in commands:
+        done = run(sys.executable, "-m", "harness", *args, "--quiet", cwd=tmp_path)
+        assert done.returncode == status, (args, done.stdout + done.stderr)
+    status = run("git", "status", "--porcelain", "--ignored", cwd=tmp_path).stdout.splitlines()
+    assert sorted(status) == ["!! .gather-harness/", "?? bad.py", "?? ok.py"]
+    hidden = tmp_path / ".gather-harness"
+    assert (hidden / "fuzz.json").is_file()
+    [repro] = (hidden / "repros").glob("bad.upcast-*/dtype.py")
+    assert repro.is_file()
