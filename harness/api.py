@@ -14,9 +14,9 @@ standalone repro script.  The target is always imported by a rank process, never
 caller's process, so a gather that hangs or aborts cannot take the test run down with it.
 
 A check goes through the same three steps from every front end, so they cannot drift apart:
-:func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (a rank
-imports the target, the backend's dtype support is measured) and :func:`execute` (the search,
-then one repro script per finding).
+:func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
+backend's dtype support is measured, ranks import the target and the probe decides its calling
+convention) and :func:`execute` (the search, then one repro script per finding).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from hypothesis import settings
 
 from harness import capabilities, files, profiles, repro
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
-from harness.pool import RankSets, shared_pool
+from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
+from harness.probe import Probe, probe
 from harness.search import CheckReport, Finding, Progress, run_check
-from harness.targets import TargetError, split_target
+from harness.strategies import simplest_first
+from harness.targets import split_target
 
 DEFAULT_REPRO_DIR = files.default_path("repros")
-#: How long a rank may take to import the target: real projects import a lot on top of torch.
-IMPORT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,16 @@ class CheckOptions:
     probe_misuse: bool = False
     repro_dir: str = DEFAULT_REPRO_DIR
     profile: str | None = None
+    bits: bool = True
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare` learned before the search: the dtypes not drawn, and the probe's
+    verdict (the calling convention, the contract it implies, or the probe case that failed)."""
+
+    not_drawn: tuple[str, ...]
+    probe: Probe
 
 
 def check_gather(
@@ -76,6 +86,9 @@ def check_gather(
     backend: str = "gloo",
     device: str = "cpu",
     repro_dir: str = DEFAULT_REPRO_DIR,
+    output: str = "auto",
+    groups: bool = False,
+    bits: bool = True,
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -85,6 +98,9 @@ def check_gather(
     - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``),
       ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
       ``world_sizes`` (low, high), ``backend``, ``device``: the contract, as in ``check``.
+    - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
+      ``auto`` lets the probe detect it.  ``groups``: also draw subgroup layouts and pass
+      ``group=``.  ``bits`` (default True): check raw-byte identity on top of value equality.
     - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
       case), ``probe_misuse``: as in ``check``.
     - ``repro_dir`` (default ``.gather-harness/repros``): where repro scripts of failures are written,
@@ -93,23 +109,25 @@ def check_gather(
     The Hypothesis profile is the project's default one (``GATHER_HARNESS_PROFILE``, else
     ``ci`` under ``CI``, else ``dev``); the caller's global Hypothesis settings are left alone.
     Bad arguments raise :class:`~harness.contract.UsageError`, a target that cannot be
-    imported :class:`~harness.targets.TargetError`.
+    imported :class:`~harness.targets.TargetError`, one that no calling convention fits
+    :class:`~harness.conventions.Misfit`.
     """
     dtype_text = dtypes if isinstance(dtypes, str) else ",".join(dtypes)
     options = CheckOptions(
         target=target_of(gather),
         contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
-                                device=device, world_sizes=(world_sizes[0], world_sizes[1])),
+                                device=device, world_sizes=(world_sizes[0], world_sizes[1]), output=output,
+                                groups=groups),
         dtype_text=dtype_text,
         max_examples=max_examples,
         seed=seed,
         timeout=timeout,
         probe_misuse=probe_misuse,
         repro_dir=repro_dir,
+        bits=bits,
     )
     pool = shared_pool(timeout)
-    prepare(options, pool)
-    report = execute(options, pool)
+    report = execute(options, pool, prepare(options, pool))
     if report.verdict == "fail":
         raise AssertionError(failure_text(report))
     return report
@@ -152,20 +170,25 @@ def target_of(gather: str | Callable) -> str:
 
 
 def build_contract(
-    *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int]
+    *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
+    output: str = "auto", groups: bool = False,
 ) -> Contract:
     """The contract the options describe, checked against each other and against this machine.
 
-    Raises :class:`UsageError` naming the option: unknown names, a range outside 1..8, nccl
-    on CPU tensors, CUDA without a CUDA device, more nccl ranks than GPUs.
+    Raises :class:`UsageError` naming the option: unknown names, a range outside 1..64 or
+    past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
+    device, more nccl ranks than GPUs.
     """
     contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad,
-                        backends=(backend,), devices=(device,), world_sizes=world_sizes)
+                        backends=(backend,), devices=(device,), world_sizes=world_sizes, output=output, groups=groups)
     _check_machine(backend, device, world_sizes)
     return contract
 
 
 def _check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> None:
+    limit = local_world_size_limit()
+    if world_sizes[1] > limit:
+        raise UsageError(f"--world-sizes {world_sizes[0]}-{world_sizes[1]}: {too_many_ranks(world_sizes[1], limit)}")
     if backend == "nccl" and device != "cuda":
         raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
     if device != "cuda":
@@ -180,13 +203,13 @@ def _check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> N
                          f"use --world-sizes {min(low, count)}-{count}")
 
 
-def prepare(options: CheckOptions, pool: RankSets) -> tuple[str, ...]:
-    """Have a rank import the target and measure the backend; return the dtypes not drawn.
+def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
+    """Measure the backend, then probe the target's calling convention on real ranks.
 
-    Raises :class:`~harness.targets.TargetError` when the target cannot be loaded and
+    Raises :class:`~harness.targets.TargetError` when the target cannot be loaded,
+    :class:`~harness.conventions.Misfit` when no calling convention fits it, and
     :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
     """
-    verify_target(pool, options.target)
     backend, device = options.contract.backends[0], options.contract.devices[0]
     caps = capabilities.measure(pool, backend, device)
     missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))
@@ -197,21 +220,16 @@ def prepare(options: CheckOptions, pool: RankSets) -> tuple[str, ...]:
             f"--dtypes {','.join(refused)}: {backend}/{device} cannot all_gather {', '.join(refused)} in torch "
             f"{torch.__version__} (it can: {', '.join(caps.gather_dtypes())}); drop it, or use a group such as all"
         )
-    return missing
+    drawn = tuple(name for name in options.contract.dtypes if name not in missing)
+    if not drawn:
+        raise UsageError(f"--dtypes: none of {', '.join(options.contract.dtypes)} is supported by {backend}/{device} "
+                         f"(supported: {', '.join(caps.gather_dtypes())})")
+    found = probe(pool, options.target, options.contract, simplest_first(drawn)[0], timeout=options.timeout)
+    return Prepared(missing, found)
 
 
-def verify_target(pool: RankSets, target: str) -> None:
-    """Import ``target`` on one rank; raise :class:`TargetError` with the reason it is unusable."""
-    result = pool.call(1, "harness.targets:validate", target, timeout=IMPORT_TIMEOUT_S)[0]
-    if result is None:
-        raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
-    if result.error:
-        raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
-    if result.value:
-        raise TargetError(result.value)
-
-
-def execute(options: CheckOptions, pool: RankSets, on_example: Callable[[Progress], None] | None = None) -> CheckReport:
+def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
+            on_example: Callable[[Progress], None] | None = None) -> CheckReport:
     """Run the search, then write a repro script for every finding (its path lands in ``repro``)."""
     report = run_check(
         options.target,
@@ -224,6 +242,8 @@ def execute(options: CheckOptions, pool: RankSets, on_example: Callable[[Progres
         pool=pool,
         on_example=on_example,
         base_settings=profile_settings(options.profile),
+        bits=options.bits,
+        probed=prepared.probe,
     )
     for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
         for finding in findings:
@@ -252,5 +272,5 @@ def finding_text(finding: Finding) -> str:
     return f"{finding.message}\nrepro: {finding.repro}\n  run: {run}"
 
 
-__all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "build_contract", "check_gather", "execute", "failure_text",
-           "finding_text", "prepare", "profile_settings", "target_of", "verify_target"]
+__all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "Prepared", "build_contract", "check_gather", "execute",
+           "failure_text", "finding_text", "prepare", "profile_settings", "target_of"]

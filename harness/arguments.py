@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from harness import files, profiles
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, UsageError
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError
 
 PROG = "python -m harness"
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
@@ -75,7 +75,8 @@ positive_float = _number(float, lambda n: n > 0, "a positive number of seconds")
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET",
-                        help="package.module:attr or path/to/file.py:attr naming a gather(x, dim) callable")
+                        help="package.module:attr or path/to/file.py:attr naming a gather: a function called as f(x), "
+                             "f(x, dim) or with dim=/group= keywords, or an autograd.Function class")
     contract = parser.add_argument_group("contract (what TARGET claims)")
     contract.add_argument("--ragged", action=argparse.BooleanOptionalAction, default=True,
                           help="ranks may hold different lengths along dim (default: --ragged)")
@@ -87,11 +88,22 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     contract.add_argument("--dtypes", default="all", metavar="LIST",
                           help="comma list of dtype names and groups all, float, complex, int, bool; with a group, "
                                "dtypes the backend cannot gather are not drawn (default: all)")
+    contract.add_argument("--output", choices=OUTPUT_OPTIONS, default="auto",
+                          help="how TARGET's result reads: tensor (the concatenation along dim), list (W per-rank "
+                               "tensors), stack (a (W, ...) tensor), first (a tuple starting with the "
+                               "concatenation); auto: detected by a probe before the search (default: auto)")
+    contract.add_argument("--groups", action="store_true",
+                          help="also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle "
+                               "ranks) and pass group= to TARGET, which must accept it")
+    contract.add_argument("--no-bits", dest="bits", action="store_false",
+                          help="waive bit identity (signed zeros, NaN payloads, bool bytes): values must still be "
+                               "equal, NaN to NaN and -0.0 to +0.0 (for gathers built with arithmetic)")
     contract.add_argument("--backend", choices=BACKENDS, default="gloo", help="process-group backend (default: gloo)")
     contract.add_argument("--device", choices=DEVICES, default="cpu", help="where the tensors live (default: cpu)")
     per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profiles.WORLD_SIZES.items())
     contract.add_argument("--world-sizes", metavar="A-B",
-                          help=f"range of world sizes within 1-8 (default: the profile's: {per_profile})")
+                          help=f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
+                               f"(default: the profile's: {per_profile})")
     search = parser.add_argument_group("search")
     budget = search.add_mutually_exclusive_group()
     budget.add_argument("--max-examples", type=positive_int, metavar="N",

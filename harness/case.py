@@ -3,8 +3,15 @@
 A :class:`Case` is everything one example needs (BRIEF §2).  It is frozen, picklable,
 JSON-able and prints as one short line.  Ranks, the reference and repro scripts rebuild
 their tensors from it with :func:`make_input` and :func:`make_cotangent`, so the same case
-always yields the same bits everywhere.  This module imports only torch and the standard
-library: it runs inside rank processes and is inlined into repro scripts.
+always yields the same bits everywhere.
+
+Group layouts: ``groups`` is empty for a plain case (the target is called without a group
+and gathers over the world), or a tuple of disjoint groups of global ranks, each gathered
+on its own process group; a rank in no group stays idle.  Slots follow the group rank,
+which torch assigns in ascending global rank, so every per-rank quantity (the result's
+shape, a rank's offset) is taken within the rank's group: :meth:`Case.members`.
+
+This module is embedded in repro scripts: it imports only torch and the standard library.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
 #: Cotangent recipes: exact small integers (sums are exact) or general floats.
 COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
 COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
+#: How a result reads (see ``harness.conventions``): the concatenation, W per-rank tensors,
+#: a ``(W, ...)`` stack, or a tuple starting with the concatenation.
+OUTPUTS: tuple[str, ...] = ("tensor", "list", "stack", "first")
 #: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
 _OUTSIDE_VIEW = 113
 
@@ -61,7 +71,11 @@ class RankSpec:
 class Case:
     """One example: world size (= ``len(ranks)``), backend, device, dim, dtype, per-rank specs.
 
-    ``grad`` is the gradient contract to check (``none`` skips the backward pass).
+    - ``grad``: the gradient contract to check (``none`` skips the backward pass).
+    - ``groups``: the group layout (see the module docstring); ``()`` calls without a group.
+    - ``output``: how the target's result reads; ``stack`` results allow 0-d inputs (then
+      ``dim`` is 0), and only equal shapes within a group can be stacked (a ragged ``stack``
+      case exists only as a misuse probe, where every rank must raise).
     """
 
     ranks: tuple[RankSpec, ...]
@@ -70,20 +84,34 @@ class Case:
     grad: str = "none"
     backend: str = "gloo"
     device: str = "cpu"
+    groups: tuple[tuple[int, ...], ...] = ()
+    output: str = "tensor"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
+        object.__setattr__(self, "groups", tuple(tuple(sorted(int(r) for r in g)) for g in self.groups))
         if not self.ranks:
             raise ValueError("a case needs at least one rank")
+        _check_choice("output", self.output, OUTPUTS)
         ndim = len(self.ranks[0].shape)
-        if ndim == 0 or not -ndim <= self.dim < ndim:
+        if ndim == 0 and (self.output != "stack" or self.dim != 0):
+            raise ValueError("0-d inputs need output='stack' and dim=0")
+        if ndim and not -ndim <= self.dim < ndim:
             raise ValueError(f"dim={self.dim} is out of range for {ndim}-d shapes")
-        d = self.dim % ndim
+        d = self.dim % ndim if ndim else 0
         for r, spec in enumerate(self.ranks):
             if len(spec.shape) != ndim or any(
                 a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i != d
             ):
                 raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off dim {self.dim}")
+        self._check_groups()
+
+    def _check_groups(self) -> None:
+        members = [r for group in self.groups for r in group]
+        if any(not group for group in self.groups):
+            raise ValueError(f"groups={self.groups}: a group needs at least one rank")
+        if len(set(members)) != len(members) or not all(0 <= r < self.world_size for r in members):
+            raise ValueError(f"groups={self.groups}: groups must be disjoint sets of ranks 0..{self.world_size - 1}")
 
     @property
     def world_size(self) -> int:
@@ -95,27 +123,54 @@ class Case:
 
     @property
     def lengths(self) -> tuple[int, ...]:
-        """Each rank's length along the gather dim."""
-        return tuple(spec.shape[self.dim] for spec in self.ranks)
+        """Each rank's length along the gather dim (1 for a 0-d input: one entry of the stack)."""
+        return tuple(spec.shape[self.dim] if spec.shape else 1 for spec in self.ranks)
 
     @property
     def is_ragged(self) -> bool:
-        return len(set(self.lengths)) > 1
+        """Some group holds different lengths along the gather dim."""
+        return any(len({self.lengths[m] for m in group}) > 1 for group in self.layout())
 
-    def gathered_shape(self) -> tuple[int, ...]:
-        shape = list(self.ranks[0].shape)
-        shape[self.dim % self.ndim] = sum(self.lengths)
+    def layout(self) -> tuple[tuple[int, ...], ...]:
+        """The groups that gather: ``groups``, or the whole world as one."""
+        return self.groups or (tuple(range(self.world_size)),)
+
+    def members(self, rank: int) -> tuple[int, ...]:
+        """The global ranks of ``rank``'s group in slot (group rank) order; ``()`` for an idle rank."""
+        return next((group for group in self.layout() if rank in group), ())
+
+    def idle(self, rank: int) -> bool:
+        return not self.members(rank)
+
+    def gathered_shape(self, rank: int = 0) -> tuple[int, ...]:
+        """The shape of what rank ``rank`` gathers: the concatenation in its group, or the stack."""
+        members = self.members(rank)
+        if self.output == "stack":
+            return (len(members), *self.ranks[rank].shape)
+        shape = list(self.ranks[rank].shape)
+        shape[self.dim % self.ndim] = sum(self.lengths[m] for m in members)
         return tuple(shape)
 
     def offset(self, rank: int) -> int:
-        """Where rank ``rank``'s slot starts along the gather dim of the result."""
-        return sum(self.lengths[:rank])
+        """Where rank ``rank``'s slot starts along the gather dim of its group's result."""
+        members = self.members(rank)
+        return sum(self.lengths[m] for m in members[: members.index(rank)])
 
     def describe(self) -> str:
-        """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``."""
+        """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
+
+        A group layout shows as ``groups={1,3}+{0}``, an idle rank as ``r2 idle``, a
+        convention other than ``tensor`` as ``output=list``.
+        """
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
+        if self.output != "tensor":
+            head += f" output={self.output}"
+        if self.groups:
+            head += " groups=" + "+".join("{" + ",".join(map(str, group)) + "}" for group in self.groups)
         grad = self.grad != "none"
-        return " | ".join([head] + [f"r{r} {spec.describe(with_cotangent=grad)}" for r, spec in enumerate(self.ranks)])
+        ranks = [f"r{r} idle" if self.idle(r) else f"r{r} {spec.describe(with_cotangent=grad)}"
+                 for r, spec in enumerate(self.ranks)]
+        return " | ".join([head] + ranks)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -126,7 +181,8 @@ class Case:
     @classmethod
     def from_dict(cls, data: dict) -> Case:
         ranks = tuple(RankSpec(**{**spec, "shape": tuple(spec["shape"])}) for spec in data["ranks"])
-        return cls(**{**data, "ranks": ranks})
+        groups = tuple(tuple(group) for group in data.get("groups", ()))
+        return cls(**{**data, "ranks": ranks, "groups": groups})
 
     @classmethod
     def from_json(cls, text: str) -> Case:
@@ -160,10 +216,14 @@ def make_input(
 
 
 def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch.Tensor:
-    """The cotangent C_rank that rank ``rank`` feeds to ``Y.backward``; different on every rank."""
+    """The cotangent C_rank that rank ``rank`` feeds to ``Y.backward``; different on every rank.
+
+    Shaped like what the rank gathers (:meth:`Case.gathered_shape`): the concatenation in
+    its group, or the ``(G, ...)`` stack for ``stack`` results.
+    """
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
-    shape = case.gathered_shape()
+    shape = case.gathered_shape(rank)
     n = math.prod(shape)
     if spec.cotangent == "ints":
         values = _small_ints(n, rank, spec.seed, dtype)
@@ -318,6 +378,8 @@ def _normal(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
 def _lay_out(values: torch.Tensor, layout: str, requires_grad: bool) -> torch.Tensor:
     """Place ``values`` (contiguous, final shape) into a tensor with the given layout."""
     shape = tuple(values.shape)
+    if not shape and layout != "contiguous":
+        layout = "offset"  # a 0-d tensor has no strides to play with, only a place in its storage
     if layout == "transposed" and len(shape) >= 2:
         base = values.permute(*reversed(range(len(shape)))).contiguous()
         return _leaf(base, requires_grad).permute(*reversed(range(len(shape))))

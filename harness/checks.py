@@ -1,23 +1,37 @@
-"""The properties of BRIEF §4: compare what each rank returned with the reference.
+"""The properties of BRIEF §4: compare what each rank observed with the reference.
 
 Each property is a named check returning :class:`Violation` objects; nothing here raises,
-so the CLI, the pytest plugin and the report decide what a violation means.  Comparisons
-are vectorised; the text naming the first bad element is built only when a check fails.
-Messages read ``<what>=<got>, but should be <expected> on rank r``.
+so the CLI, the pytest plugin, the report and repro scripts decide what a violation means.
+Comparisons are vectorised; the text naming the first bad element is built only when a
+check fails.  Messages read ``<what>=<got>, but should be <expected> on rank r``.
+
+``values`` is numeric equality (NaN equals NaN, -0.0 equals +0.0), right for a gather that
+builds its result with arithmetic (zero-fill + ``all_reduce``); ``bits`` is raw-byte
+identity (signed zeros, NaN payloads, the bytes of bools), right for a data-movement op, and
+can be waived per contract.  ``stable`` and ``repeatable`` compare a result with the *first
+copy of itself*, never with the reference, so they fire only for what changes between
+calls, not for what ``values``/``bits`` already explain on the first call.
+
+This module is embedded in repro scripts, which run exactly these comparisons: it imports
+only torch and the other embedded modules (``case``, ``contract``, ``procedure``,
+``reference``), relatively.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from harness import reference
-from harness.case import Case, make_input
-from harness.contract import DIFFERENTIABLE_DTYPES
-from harness.pool import Outcome
-from harness.protocol import RankResult
+from . import reference
+from .case import Case, make_input
+from .contract import DIFFERENTIABLE_DTYPES
+from .procedure import RankResult
+
+if TYPE_CHECKING:
+    from .pool import Outcome
 
 #: Property names, in the order they are checked and reported.
 PROPERTIES: tuple[str, ...] = (
@@ -26,6 +40,7 @@ PROPERTIES: tuple[str, ...] = (
     "shape",
     "device",
     "values",
+    "bits",
     "inputs-untouched",
     "gradients",
     "stable",
@@ -33,6 +48,7 @@ PROPERTIES: tuple[str, ...] = (
     "misuse",
 )
 _PHASE_PROPERTY = {"setup": "no-hang-no-crash", "forward": "values", "backward": "gradients", "repeat": "stable"}
+_BITS_DTYPE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 @dataclass(frozen=True)
@@ -49,51 +65,82 @@ class Violation:
         return f"[{self.property}] {self.message}{where}"
 
 
-def check_outcome(outcome: Outcome) -> list[Violation]:
+def check_outcome(outcome: Outcome, *, bits: bool = True) -> list[Violation]:
     """Every in-contract property, for every rank; empty when the case passed."""
     if outcome.fault:
         return [Violation("no-hang-no-crash", outcome.fault, None, outcome.describe_fault())]
-    case = outcome.case
-    expected = expected_output(case)
     violations: list[Violation] = []
     for result in outcome.results:
         assert result is not None  # no fault means every rank returned
-        if result.error:
-            violations.append(_raised(result))
-            continue
-        violations += check_result(case, result, expected)
+        violations += check_result(outcome.case, result, bits=bits)
     return sorted(violations, key=lambda v: (PROPERTIES.index(v.property), v.rank if v.rank is not None else -1))
 
 
-def check_result(case: Case, result: RankResult, expected: torch.Tensor) -> list[Violation]:
+def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[Violation]:
     """The properties of one rank that returned: output, input, gradient, stability."""
+    if result.error:
+        return [_raised(result)]
+    if result.idle:
+        return []
     r = result.rank
-    found = (
-        check_device(result, case.device)
-        or _check_like("output", result.output, expected, r)
-        or _check_bits("values", "output", result.output, expected, r)
-    )
+    expected = expected_pieces(case, r)
+    names = piece_names(case.output, len(expected))
+    found = _check_pieces(result, expected, names, bits=bits)
     found += check_input_untouched(case, result)
     if case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES:
         found += check_gradient(case, result)
     if result.repeat_output is not None and not found:
-        found += _check_bits("stable", "first output after another call", result.output_later, expected, r)
-        found += _check_bits("stable", "output of a second call on other values", result.companion_output,
-                             companion_output(case), r)
-        found += _check_bits("repeatable", "output of the same call made again", result.repeat_output, result.output, r)
+        found += _check_stability(case, result, names, bits=bits)
     return found
 
 
-@functools.lru_cache(maxsize=32)
-def expected_output(case: Case) -> torch.Tensor:
-    """The reference output, cached: shrinking and replays run the same case many times."""
-    return reference.expected_output(case)
+def _check_pieces(result: RankResult, expected: list[torch.Tensor], names: list[str], *, bits: bool) -> list[Violation]:
+    """Device, dtype, shape, values and bits of every piece of the first result."""
+    r = result.rank
+    got = result.output or []
+    if len(got) != len(expected):
+        return [Violation("values", "mismatch", r, f"output has {len(got)} pieces, but should have {len(expected)} on rank {r}")]
+    found: list[Violation] = []
+    for name, piece, device, want in zip(names, got, result.output_devices, expected):
+        found += (check_device(name, device, result.device, r) or _check_like(name, piece, want, r)
+                  or _check_values("values", name, piece, want, r) or (_check_bits("bits", name, piece, want, r) if bits else []))
+    return found
 
 
-@functools.lru_cache(maxsize=32)
-def companion_output(case: Case) -> torch.Tensor:
-    """The expected gather of the companion inputs (every bit of every input inverted)."""
-    return torch.cat([make_input(case, r, companion=True) for r in range(case.world_size)], dim=case.dim)
+def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: bool) -> list[Violation]:
+    """The first result is unchanged by later calls, a second call on other values is right,
+    and the same call made again gives the same bits."""
+    r = result.rank
+    found: list[Violation] = []
+    first = result.output or []
+    companion = expected_pieces(case, r, companion=True)
+    for k, name in enumerate(names):
+        original = first[k]
+        if original is None:
+            continue
+        later = (result.output_later or [None] * len(names))[k]
+        found += _check_bits("stable", f"{name} (first result, read after another call)", later, original, r)
+        second = (result.companion_output or [None] * len(names))[k]
+        what = f"{name} of a second call, on the companion input (every input bit inverted)"
+        found += (_check_like(what, second, companion[k], r, prop="stable")
+                  or _check_values("stable", what, second, companion[k], r)
+                  or (_check_bits("bits", what, second, companion[k], r) if bits else []))
+        again = (result.repeat_output or [None] * len(names))[k]
+        found += _check_bits("repeatable", f"{name} of the same call made again", again, original, r)
+    return found
+
+
+def piece_names(output: str, count: int) -> list[str]:
+    """How messages name the pieces of a result: ``output``, ``output[0]`` (``first``), ``output[s]`` (``list``)."""
+    if output == "list":
+        return [f"output[{k}]" for k in range(count)]
+    return ["output[0]" if output == "first" else "output"]
+
+
+@functools.lru_cache(maxsize=64)
+def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
+    """The reference pieces, cached: shrinking and replays run the same case many times."""
+    return reference.expected_pieces(case, rank, companion=companion)
 
 
 def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
@@ -109,7 +156,8 @@ def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     got = result.grad
     if got is None:
         return [Violation("gradients", "mismatch", r, f"grad of x=None, but should be {_contract_text(case.grad)} on rank {r}")]
-    like = _check_like("grad", got, want.in_dtype, r, prop="gradients")
+    like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or _check_like(
+        "grad", got, want.in_dtype, r, prop="gradients")
     if like:
         return like
     ok = reference.within_bound(got, want)
@@ -123,20 +171,36 @@ def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     return [Violation("gradients", "mismatch", r, message)]
 
 
+def check_device(what: str, got: str | None, want: str, r: int, *, prop: str = "device") -> list[Violation]:
+    """A result lives on its rank's own device, index included (``cuda:0`` on rank 1 is wrong)."""
+    if got != want:
+        return [Violation(prop, "mismatch", r, f"{what}.device={got}, but should be {want} on rank {r}")]
+    return []
+
+
 def check_misuse(outcome: Outcome) -> list[Violation]:
     """An out-of-contract case: every rank must raise in time, or the answer must be right."""
     if outcome.fault:
         return [Violation("misuse", outcome.fault, None, outcome.describe_fault())]
-    results = [res for res in outcome.results if res is not None]
+    results = [res for res in outcome.results if res is not None and not res.idle]
     if all(res.error for res in results):
         return []
     raised = [res.rank for res in results if res.error]
     if raised:
         return [Violation("misuse", "exception", None,
                           f"ranks {raised} raised but ranks {[res.rank for res in results if not res.error]} returned")]
-    expected = expected_output(outcome.case)
-    wrong = [v for res in results for v in _check_bits("values", "output", res.output, expected, res.rank)]
-    return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong[:1]]
+    return [v for res in results for v in check_misuse_result(outcome.case, res)][:1]
+
+
+def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
+    """One rank that returned from an out-of-contract case: its answer must be right (values, not bits)."""
+    r = result.rank
+    if case.output == "stack" and case.is_ragged:
+        return [Violation("misuse", "wrong-answer", r,
+                          f"returned a result for inputs of different shapes, which cannot be stacked, on rank {r}")]
+    expected = expected_pieces(case, r)
+    wrong = _check_pieces(result, expected, piece_names(case.output, len(expected)), bits=False)
+    return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong]
 
 
 def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
@@ -149,13 +213,13 @@ def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
     case = outcome.case
     if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
         return None
-    results = [res for res in outcome.results if res is not None]
-    if any(res.grad is None or res.grad.shape != res.input_after.shape for res in results):
+    results = [res for res in outcome.results if res is not None and not res.idle]
+    if any(res.grad is None or res.input_after is None or res.grad.shape != res.input_after.shape for res in results):
         return frozenset()
     return frozenset(
         contract for contract in ("local", "sum", "mean")
         if all(bool(reference.within_bound(res.grad, reference.expected_grad(case, res.rank, contract)).all())
-               for res in results)
+               for res in results if res.grad is not None)
     )
 
 
@@ -180,30 +244,82 @@ def _check_like(what: str, got: object, expected: torch.Tensor, r: int, prop: st
     return []
 
 
-def check_device(result: RankResult, device: str) -> list[Violation]:
-    """The output lives on the input's device type (``cuda:1`` matches ``cuda``)."""
-    got = (result.output_device or "").split(":")[0]
-    if got != device:
-        return [Violation("device", "mismatch", result.rank, f"output.device={result.output_device}, but should be {device} on rank {result.rank}")]
+def _comparable(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+    if got is None or got.dtype != expected.dtype or got.shape != expected.shape:
+        return [Violation(prop, "mismatch", r, f"{what}={_summary(got)}, but should be {_summary(expected)} on rank {r}")]
     return []
 
 
-def _check_bits(prop: str, what: str, got: torch.Tensor, expected: torch.Tensor, r: int) -> list[Violation]:
-    """Raw-byte equality, so NaN payloads and the sign of zero count."""
-    if got is None or got.dtype != expected.dtype or got.shape != expected.shape:
-        return [Violation(prop, "mismatch", r, f"{what}={_summary(got)}, but should be {_summary(expected)} on rank {r}")]
-    if torch.equal(_raw_bytes(got), _raw_bytes(expected)):
+def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+    """Numeric equality: NaN equals NaN, -0.0 equals +0.0, a bool is its truth value."""
+    problem = _comparable(prop, what, got, expected, r)
+    if problem or got is None:
+        return problem
+    same = value_equal(got, expected)
+    if bool(same.all()):
         return []
-    same = _bitwise_equal(got, expected)
     index = _first_false(same)
     return [Violation(prop, "mismatch", r,
-                      f"{what}{_index_text(index)}={_element_text(got, index)}, but should be {_element_text(expected, index)} on rank {r}"
-                      f" ({int((~same).sum())} of {same.numel()} elements differ)")]
+                      f"{what}{_index_text(index)}={_element_text(got, index)}, but should be {_element_text(expected, index)}"
+                      f" on rank {r} ({int((~same).sum())} of {same.numel()} elements differ)")]
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def _check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+    """Raw-byte identity, so NaN payloads, the sign of zero and the bytes of bools count."""
+    problem = _comparable(prop, what, got, expected, r)
+    if problem or got is None:
+        return problem
+    if torch.equal(_raw_bytes(got), _raw_bytes(expected)):
+        return []
+    same = bitwise_equal(got, expected)
+    index = _first_false(same)
+    count = f"({int((~same).sum())} of {same.numel()} elements differ)"
+    return [Violation(prop, "mismatch", r, f"{_bit_change(got, expected, index)} at {what}{_index_text(index)} on rank {r} {count}")]
+
+
+def value_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise numeric equality of two tensors of one dtype and shape (NaN == NaN, -0 == +0)."""
+    if a.dtype == torch.bool:
+        return (a.view(torch.uint8) != 0) == (b.view(torch.uint8) != 0)
+    if a.is_complex():
+        parts_a, parts_b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
+        return ((parts_a == parts_b) | (parts_a.isnan() & parts_b.isnan())).all(-1)
+    if a.is_floating_point():
+        return (a == b) | (a.isnan() & b.isnan())
+    return a == b
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise: are the raw bytes of ``a`` and ``b`` identical?"""
     return (_raw_bytes(a) == _raw_bytes(b)).all(dim=-1).reshape(a.shape)
+
+
+def _bit_change(got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...]) -> str:
+    """What became what at one element, in the words of its kind: a signed zero, a NaN payload, a bool byte."""
+    g, w = got[index], expected[index]
+    if got.dtype == torch.bool:
+        return f"bool byte {_hex(g)} where {_hex(w)} should be"
+    if (got.is_floating_point() or got.is_complex()) and bool(value_equal(g.reshape(1), w.reshape(1)).all()):
+        parts = torch.view_as_real(w.reshape(1)) if got.is_complex() else w.reshape(1)
+        if bool(parts.isnan().any()):
+            return f"NaN {_hex(w)} became NaN {_hex(g)} (payload or sign lost)"
+        return f"{_zero_text(w)} became {_zero_text(g)}"
+    return f"{_element_text(got, index)} where {_element_text(expected, index)} should be"
+
+
+def _zero_text(t: torch.Tensor) -> str:
+    """A value with the sign of its zero(s) shown: ``-0.0``, ``+0.0``, ``(+0.0-0.0j)``."""
+    def signed(x: float) -> str:
+        return ("-" if torch.tensor(x).signbit() else "+") + "0.0" if x == 0 else repr(x)
+
+    if t.is_complex():
+        value = complex(t.item())
+        return f"({signed(value.real)}{'' if signed(value.imag).startswith('-') else '+'}{signed(value.imag)}j)"
+    return signed(float(t.item()))
+
+
+def _hex(t: torch.Tensor) -> str:
+    return "0x" + t.reshape(1).contiguous().view(torch.uint8).flip(0).numpy().tobytes().hex()
 
 
 def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -224,7 +340,7 @@ def _element_text(t: torch.Tensor, index: tuple[int, ...]) -> str:
     value = t[index]
     text = repr(value.item())
     if t.is_floating_point() or t.is_complex():
-        bits_dtype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}[t.element_size()]
+        bits_dtype = _BITS_DTYPE[t.element_size() // (2 if t.is_complex() else 1)]
         raw = value.reshape(1).view(bits_dtype).tolist()
         text += " (bits " + " ".join(f"0x{b & ((1 << (8 * bits_dtype.itemsize)) - 1):0{2 * bits_dtype.itemsize}x}" for b in raw) + ")"
     return text
@@ -250,4 +366,3 @@ def _contract_text(contract: str) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.rstrip().splitlines())
-

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from harness import catalogue_report, files, fuzz, profiles, remote
-from harness.api import CheckOptions, build_contract, execute, finding_text, prepare, profile_settings
+from harness.api import CheckOptions, Prepared, build_contract, execute, finding_text, prepare, profile_settings
 from harness.arguments import (
     PROG,
     UsageParser,
@@ -35,6 +35,7 @@ from harness.arguments import (
     rerun_command,
 )
 from harness.contract import UsageError, parse_world_sizes
+from harness.conventions import Misfit
 from harness.output import ProgressLine, check_json, check_markdown, write_step_summary
 from harness.pool import PoolError, PoolGone, shared_pool
 from harness.search import CheckReport
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args, argv)
     except SystemExit as done:  # --help
         return int(done.code or 0)
-    except (UsageError, TargetError) as exc:
+    except (UsageError, TargetError, Misfit) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except (PoolError, PoolGone) as exc:
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="{check,report,fuzz,replay}")
     check = commands.add_parser(
         "check",
-        help="search for a counterexample to a gather(x, dim) meeting its contract",
+        help="search for a counterexample to a gather meeting its contract",
         description="Search for a counterexample to TARGET meeting its contract, on real gloo/nccl process "
                     "groups. Exit status: 0 none found, 1 counterexample, 2 bad target or arguments.",
     )
@@ -115,33 +116,33 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profiles.WORLD_SIZES[profile]
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
-        device=args.device, world_sizes=world_sizes)
+        device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
     files.check_writable("--json", args.json)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
                            timeout=args.timeout, probe_misuse=args.probe_misuse, repro_dir=args.repro_dir,
-                           profile=profile)
+                           profile=profile, bits=args.bits)
     pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool(args.timeout)
-    not_drawn = prepare(options, pool)
+    prepared = prepare(options, pool)
     if not args.quiet:
-        print(_header(options, not_drawn), flush=True)
+        print(_header(options, prepared), flush=True)
     progress = None if args.quiet else ProgressLine(label="  ")
     try:
-        result = execute(options, pool, on_example=progress)
+        result = execute(options, pool, prepared, on_example=progress)
     finally:
         if progress is not None:
             progress.close()
     rerun = rerun_command(argv, seed)
     print(("" if args.quiet else "\n") + _verdict_text(result, options) + f"\n\nrerun: {rerun}")
     if args.json:
-        files.write_json(args.json, check_json(result, seed=seed, not_drawn=list(not_drawn), command=rerun))
+        files.write_json(args.json, check_json(result, seed=seed, not_drawn=list(prepared.not_drawn), command=rerun))
     write_step_summary(check_markdown(result))
     return 0 if result.verdict == "pass" else 1
 
 
-def _header(options: CheckOptions, not_drawn: tuple[str, ...]) -> str:
-    contract = options.contract
+def _header(options: CheckOptions, prepared: Prepared) -> str:
+    contract, not_drawn = prepared.probe.contract, prepared.not_drawn
     low, high = contract.world_sizes
     if options.duration_s is not None:
         budget = f"time budget {options.duration_s:g} s"
@@ -152,7 +153,9 @@ def _header(options: CheckOptions, not_drawn: tuple[str, ...]) -> str:
         f"  contract: {contract.describe()}",
         f"  {contract.backends[0]}/{contract.devices[0]}, world sizes {low}-{high}, profile {options.profile} "
         f"({budget}), seed {options.seed}, timeout {options.timeout:g} s per case",
+        f"  called as {prepared.probe.convention.describe()}",
     ]
+    lines += [f"  note: {note}" for note in prepared.probe.notes]
     if not_drawn:
         them = "it" if len(not_drawn) == 1 else "them"
         lines.append(f"  not drawn: {', '.join(not_drawn)} ({contract.backends[0]} cannot all_gather {them})")

@@ -33,6 +33,11 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"])
 GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean")
+#: How a target's result may be read (``harness.conventions``); ``auto``: detected by the probe.
+OUTPUT_OPTIONS: tuple[str, ...] = ("auto", "tensor", "list", "stack", "first")
+#: The most ranks a case may have: torchrun jobs go this far; a local pool is capped by the
+#: machine's memory (``harness.pool.local_world_size_limit``).
+MAX_WORLD_SIZE = 64
 BACKENDS: tuple[str, ...] = ("gloo", "nccl")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
@@ -63,20 +68,23 @@ def parse_world_sizes(text: str) -> tuple[int, int]:
         hi = int(hi_text) if hi_text else lo
     except ValueError:
         raise UsageError(f"--world-sizes: {text!r} is not a range like 1-4") from None
-    if not 1 <= lo <= hi:
-        raise UsageError(f"--world-sizes: need 1 <= A <= B, got {text!r}")
+    if not 1 <= lo <= hi <= MAX_WORLD_SIZE:
+        raise UsageError(f"--world-sizes: need 1 <= A <= B <= {MAX_WORLD_SIZE}, got {text!r}")
     return lo, hi
 
 
 @dataclass(frozen=True)
 class Contract:
-    """The calling contract of a ``gather(x, dim)`` variant.
+    """What a gather variant claims, and how it is called.
 
     - ``ragged``: ranks may hold different lengths along ``dim``; equal-only variants are
       probed with ragged input only under ``--probe-misuse``.
     - ``dims``: ``"0"`` (gather along dim 0 only) or ``"any"`` (any dim, negative included).
     - ``dtypes``: the dtype names the variant claims to handle.
     - ``grad``: the gradient contract of BRIEF §3.
+    - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
+      ``auto`` to let the probe detect it.
+    - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target.
     """
 
     ragged: bool = True
@@ -86,6 +94,8 @@ class Contract:
     backends: tuple[str, ...] = ("gloo",)
     devices: tuple[str, ...] = ("cpu",)
     world_sizes: tuple[int, int] = field(default=(1, 4))
+    output: str = "auto"
+    groups: bool = False
 
     def __post_init__(self) -> None:
         if self.dims not in ("0", "any"):
@@ -102,14 +112,17 @@ class Contract:
             if device not in DEVICES:
                 raise UsageError(f"--device: expected cpu or cuda, got {device!r}")
         lo, hi = self.world_sizes
-        if not 1 <= lo <= hi <= 8:
-            raise UsageError(f"--world-sizes: need 1 <= A <= B <= 8, got {lo}-{hi}")
+        if not 1 <= lo <= hi <= MAX_WORLD_SIZE:
+            raise UsageError(f"--world-sizes: need 1 <= A <= B <= {MAX_WORLD_SIZE}, got {lo}-{hi}")
+        if self.output not in OUTPUT_OPTIONS:
+            raise UsageError(f"--output: expected one of {', '.join(OUTPUT_OPTIONS)}, got {self.output!r}")
 
     def with_(self, **changes: object) -> Contract:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64``."""
+        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64 output=list groups``."""
         dtypes = "all" if self.dtypes == ALL_DTYPES else ",".join(self.dtypes)
         ragged = "ragged" if self.ragged else "equal-only"
-        return f"{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}"
+        extra = ("" if self.output == "auto" else f" output={self.output}") + (" groups" if self.groups else "")
+        return f"{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"

@@ -104,7 +104,7 @@ def plan_call(target: Any, *, needs_group: bool = False) -> Call:
         signature = _forward_signature(target)
         return _plan(signature, needs_group, apply=True, module=False, name=f"{target.__name__}.apply")
     if not callable(target):
-        raise Misfit(f"{target!r} is a {type(target).__name__}, not a callable gather")
+        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
     try:
         signature = inspect.signature(target.forward if module else target)
@@ -146,8 +146,8 @@ def _plan(signature: inspect.Signature, needs_group: bool, *, apply: bool, modul
         raise Misfit(f"{written} takes no group argument, but --groups passes group=: add a 'group' parameter "
                      f"(default None) or leave out --groups")
     return Call(
-        dim="" if dim is None else ("positional" if apply or dim.kind == inspect.Parameter.POSITIONAL_ONLY
-                                    or (dim is rest[0] and dim.name not in DIM_NAMES) else dim.name),
+        dim="" if dim is None else ("positional" if apply or (dim is rest[0] and dim.kind in _POSITIONAL)
+                                    else dim.name),
         group="" if group is None else ("positional" if apply or group.kind == inspect.Parameter.POSITIONAL_ONLY
                                         else group.name),
         group_required=group is not None and group.default is inspect.Parameter.empty,
@@ -185,7 +185,7 @@ def describe_result(result: Any) -> str:
         what = "Tensors" if kinds == {"Tensor"} else "items (" + ", ".join(sorted(kinds)) + ")"
         if kinds == {"Tensor"}:
             shapes = ", ".join(str(tuple(item.shape)) for item in result)
-            return f"a {type(result).__name__} of {len(result)} {what} of shapes {shapes}"
+            return f"a {type(result).__name__} of {len(result)} Tensor(s) of shapes {shapes}"
         return f"a {type(result).__name__} of {len(result)} {what}"
     return f"a {type(result).__name__}"
 
@@ -206,19 +206,21 @@ def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
     also the concatenation's shape reads as ``stack``; any other tensor as ``tensor`` (a
     wrong shape is then a finding, not a misfit).
     """
+    concatenated = list(x.shape)
+    concatenated[dim] *= world
     if isinstance(result, torch.Tensor):
-        concatenated = list(x.shape)
-        concatenated[dim] *= world
         stacked = (world, *x.shape)
         return "stack" if tuple(result.shape) == stacked and stacked != tuple(concatenated) else "tensor"
+    if fits(result, "first", world) and list(result[0].shape) == concatenated and world > 1:
+        return "first"
     if fits(result, "list", world) and all(tuple(t.shape) == tuple(x.shape) for t in result):
         return "list"
     if fits(result, "first", world):
         return "first"
     if fits(result, "list", world):
         return "list"
-    raise Misfit(f"returned {describe_result(result)}; none of the conventions reads it (tensor: the concatenation; "
-                 f"list: {world} per-rank tensors; stack: a ({world}, ...) tensor; first: a tuple starting with the "
+    raise Misfit(f"returned {describe_result(result)}; no convention reads it (tensor: the concatenation; list: "
+                 f"one tensor per rank; stack: a ({world}, ...) tensor; first: a tuple starting with the "
                  f"concatenation)")
 
 

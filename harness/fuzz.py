@@ -39,11 +39,21 @@ from typing import Any
 import torch
 
 from harness import files, profiles, remote
-from harness.api import CheckOptions, build_contract, execute, finding_text, prepare, profile_settings, target_of
+from harness.api import (
+    CheckOptions,
+    Prepared,
+    build_contract,
+    execute,
+    finding_text,
+    prepare,
+    profile_settings,
+    target_of,
+)
 from harness.arguments import add_check_arguments, one_line, positive_float, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
 from harness.contract import Contract, UsageError, parse_world_sizes
+from harness.conventions import Misfit
 from harness.output import ProgressLine
 from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
 from harness.search import Finding, Progress, format_violations
@@ -85,7 +95,7 @@ class Entry:
     slices: int = 0
     status: str = "waiting"  # waiting -> fuzzing -> pass | fail | error
     error: str = ""
-    prepared: bool = False
+    prepared: Prepared | None = None
 
     @property
     def active(self) -> bool:
@@ -107,7 +117,9 @@ def plan(args: argparse.Namespace) -> list[Entry]:
         target = target_of(args.target)
         return [Entry(target.rpartition(":")[2], target, contract, args.dtypes or "all")]
     given = [name for name, value in (("--ragged/--no-ragged", args.ragged), ("--dims", args.dims),
-                                      ("--grad", args.grad), ("--dtypes", args.dtypes)) if value is not None]
+                                      ("--grad", args.grad), ("--dtypes", args.dtypes),
+                                      ("--output", None if args.output == "auto" else args.output),
+                                      ("--groups", args.groups or None)) if value is not None]
     if given:
         raise UsageError(f"{given[0]} describes a TARGET; catalogue variants are held to their authors' claims "
                          f"(pick some with --variants a,b)")
@@ -135,7 +147,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     build = remote.build_contract if args.listen else build_contract
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
-                 device=args.device, world_sizes=world_sizes)
+                 device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
 
 
 # -- the budget and the summary ----------------------------------------------------------------------
@@ -221,6 +233,7 @@ class Fuzzer:
     probe_misuse: bool
     repro_dir: str
     profile: str
+    bits: bool = True
     show: Callable[[Progress], None] | None = None
     turns: int = 0
 
@@ -247,10 +260,11 @@ class Fuzzer:
                 if entry.status == "fuzzing":
                     entry.status = "pass"
 
-    def prepare(self, entry: Entry) -> None:
-        """Have a rank import the target and measure the backend (once per entry)."""
-        prepare(self._options(entry, None), self.pool)
-        entry.prepared = True
+    def prepare(self, entry: Entry) -> Prepared:
+        """Measure the backend and probe the target's calling convention (once per entry)."""
+        if entry.prepared is None:
+            entry.prepared = prepare(self._options(entry, None), self.pool)
+        return entry.prepared
 
     def turn(self, entry: Entry, slice_s: float) -> None:
         """One slice of ``entry``: a search with a fresh seed that ends on time or on a finding."""
@@ -259,12 +273,10 @@ class Fuzzer:
         entry.status = "fuzzing"
         report = None
         try:
-            if not entry.prepared:
-                self.prepare(entry)
-            report = execute(options, self.pool, on_example=self._watch(entry, before, slice_s))
+            report = execute(options, self.pool, self.prepare(entry), on_example=self._watch(entry, before, slice_s))
         except _TurnOver:
             pass
-        except (TargetError, UsageError) as exc:
+        except (TargetError, UsageError, Misfit) as exc:
             entry.status, entry.error = "error", one_line(exc)
         finally:
             entry.slices += 1
@@ -278,7 +290,8 @@ class Fuzzer:
         self.turns += 1
         return CheckOptions(target=entry.target, contract=entry.contract, dtype_text=entry.dtype_text,
                             duration_s=slice_s, seed=self.seed + SEED_STRIDE * self.turns, timeout=self.timeout,
-                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile)
+                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile,
+                            bits=self.bits)
 
     def _watch(self, entry: Entry, before: int, slice_s: float) -> Callable[[Progress], None]:
         """The per-example callback: tally, progress line, periodic save, and the end of the turn.
@@ -382,7 +395,7 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
                 "database": str(database) if database else None, "duration_s": duration}
     summary = Summary(args.json, args.save_every, settings, entries)
     fuzzer = Fuzzer(entries, summary, Budget(duration, args.max_examples), pool, seed, args.timeout,
-                    args.probe_misuse, args.repro_dir, profile)
+                    args.probe_misuse, args.repro_dir, profile, bits=args.bits)
     if args.target is not None:
         fuzzer.prepare(entries[0])  # a TARGET that cannot be loaded is a usage error (2), as in check
     if not args.quiet:

@@ -14,7 +14,8 @@ Options (the contract options mirror ``check``'s, with the same defaults):
 - ``--gather-ragged`` / ``--gather-no-ragged`` (default ragged), ``--gather-dims {0,any}``,
   ``--gather-grad {none,local,sum,mean}``, ``--gather-dtypes LIST`` (default ``all``),
   ``--gather-backend {gloo,nccl}``, ``--gather-device {cpu,cuda}``,
-  ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci).
+  ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci),
+  ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``.
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
   (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
   ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir).
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness import profiles
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, UsageError, parse_world_sizes
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError, parse_world_sizes
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -53,6 +54,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gather-dims", choices=("0", "any"), default="any", help="dim 0 only, or any dim (default: any)")
     group.addoption("--gather-grad", choices=GRAD_CONTRACTS, default="none", help="gradient contract (default: none)")
     group.addoption("--gather-dtypes", default="all", metavar="LIST", help="dtype names and groups (default: all)")
+    group.addoption("--gather-output", choices=OUTPUT_OPTIONS, default="auto",
+                    help="how the result reads: tensor, list, stack, first; auto: detected (default: auto)")
+    group.addoption("--gather-groups", action="store_true", help="also draw subgroup layouts and pass group=")
+    group.addoption("--gather-no-bits", dest="gather_bits", action="store_false", default=True,
+                    help="waive bit identity (signed zeros, NaN payloads, bool bytes); values must still be equal")
     group.addoption("--gather-backend", choices=BACKENDS, default="gloo", help="default: gloo")
     group.addoption("--gather-device", choices=DEVICES, default="cpu", help="default: cpu")
     group.addoption("--gather-world-sizes", metavar="A-B", help="world-size range (default: the profile's)")
@@ -82,11 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
             grad=config.getoption("gather_grad"), dtype_text=config.getoption("gather_dtypes"),
             backend=config.getoption("gather_backend"), device=config.getoption("gather_device"),
             world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
+            output=config.getoption("gather_output"), groups=config.getoption("gather_groups"),
         )
         config.stash[_OPTIONS] = api.CheckOptions(
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
             max_examples=max_examples, timeout=config.getoption("gather_timeout"),
-            probe_misuse=config.getoption("gather_probe_misuse"), profile=profile,
+            probe_misuse=config.getoption("gather_probe_misuse"), profile=profile, bits=config.getoption("gather_bits"),
             repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
         )
     except (UsageError, TargetError) as exc:
@@ -126,8 +133,7 @@ class GatherCheckItem(pytest.Item):
 
         options = self.config.stash[_OPTIONS]
         pool = shared_pool(options.timeout)
-        api.prepare(options, pool)
-        report = api.execute(options, pool)
+        report = api.execute(options, pool, api.prepare(options, pool))
         self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples)]
         if report.verdict == "fail":
             raise GatherCheckFailed(api.failure_text(report))
@@ -136,9 +142,10 @@ class GatherCheckItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
     ) -> str | TerminalRepr:
         """The counterexample or the reason the target is unusable, without a harness traceback."""
+        from harness.conventions import Misfit
         from harness.targets import TargetError
 
-        if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError)):
+        if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError, Misfit)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 

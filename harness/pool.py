@@ -30,17 +30,24 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness import forkserver
 from harness import rank as rank_module
 from harness.case import Case
-from harness.protocol import RankInit, RankResult, RunRequest, receive, send
+from harness.contract import MAX_WORLD_SIZE
+from harness.conventions import Call
+from harness.procedure import RankResult, RunRequest
+from harness.protocol import LEDGER_BYTES, Ledger, RankInit, last_entered, read_ledger, receive, send
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
-#: How long ranks may sit unchanged inside mismatched collectives before it counts as desync.
-STALL_S = 1.0
+#: How often the controller reads the ranks' collective ledgers while it waits for them.
+POLL_S = 0.05
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
 DEFAULT_TIMEOUT_S = 10.0
+#: Resident memory of one warm rank (torch 2.13, gloo, CPU box: 240 MB measured, 216 MB of it
+#: anonymous): what bounds how many local ranks a machine holds.
+RANK_MEMORY_BYTES = 256 * 2**20
 
 
 class PoolError(RuntimeError):
@@ -87,8 +94,9 @@ class Outcome:
 
     ``fault`` is ``None`` (every rank returned), ``"hang"`` (a rank never returned and none
     raised), ``"crash"`` (a rank process died), ``"exception"`` (a rank raised while others
-    stayed blocked) or ``"desync"`` (every rank returned but they entered different
-    collectives).  Ranks that raised and returned are in ``results`` with ``error`` set.
+    stayed blocked) or ``"desync"`` (two ranks of a group entered different collectives at
+    the same place, or one waits inside a collective a returned peer never entered; ``desync``
+    says where).  Ranks that raised and returned are in ``results`` with ``error`` set.
     """
 
     case: Case
@@ -96,6 +104,7 @@ class Outcome:
     fault: str | None = None
     faults: list[RankFault] = field(default_factory=list)
     elapsed_s: float = 0.0
+    desync: str = ""
 
     @property
     def errors(self) -> list[RankResult]:
@@ -160,7 +169,7 @@ class RankSet:
             driver_pid=os.getpid(),
         )
         parent_end, child_end = ctx.Pipe()
-        last = ctx.Array(ctypes.c_char, 256, lock=False)
+        last = ctx.Array(ctypes.c_char, LEDGER_BYTES, lock=False)
         proc = ctx.Process(
             target=rank_module.main, args=(init, child_end, last), daemon=True, name=f"gather-rank-{self.prefix}r{r}"
         )
@@ -208,44 +217,57 @@ class RankSet:
 
     # -- running ------------------------------------------------------------------------------
     def run(self, request: RunRequest, timeout: float) -> Outcome:
+        """Run one case; after a fault (the ranks may be out of step) or a leak the set is dropped.
+
+        A case where every rank returned, errors included, with the collectives of each group
+        in step leaves the set usable: the next case runs on the same warm ranks.
+        """
         started = time.perf_counter()
         log_offsets = [_size(path) for path in self.logs]
-        results = self._exchange("run", request, timeout)
+        layout = request.case.layout()
+        results = self._exchange("run", request, timeout, layout)
         outcome = Outcome(case=request.case, results=results)
-        outcome.fault = _classify(results, self._dead())
-        if outcome.fault or outcome.errors:
-            outcome.faults = self._diagnose(results, log_offsets) if outcome.fault else []
-            if outcome.fault == "hang" and _blocked_in_different_collectives(outcome.faults, results):
-                outcome.fault = "desync"
-            self.kill()  # a rank that raised or blocked may have left the group out of step
+        ledgers = _Ledgers(self.last, layout)
+        outcome.fault, outcome.desync = _classify(results, self._dead(), ledgers)
+        if outcome.fault:
+            outcome.faults = self._diagnose(results, log_offsets)
+            if outcome.fault == "hang" and ledgers.stuck_for_good(results):
+                outcome.fault, outcome.desync = "desync", ledgers.stuck_for_good(results)
+        if outcome.fault or any(res is not None and res.leaked for res in results):
+            self.kill()
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
 
     def call(self, target: str, args: tuple, timeout: float) -> list[RankResult | None]:
-        results = self._exchange("call", {"target": target, "args": args}, timeout)
+        results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
         if any(r is None or r.error for r in results):
             self.kill()
         return results
 
-    def _exchange(self, name: str, payload: Any, timeout: float) -> list[RankResult | None]:
-        """Send one message to every rank and collect the replies until done or out of time.
+    def _exchange(self, name: str, payload: Any, timeout: float,
+                  layout: tuple[tuple[int, ...], ...]) -> list[RankResult | None]:
+        """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
-        Once a rank raises or dies the others get :data:`GRACE_S` more: they are usually
-        blocked in a collective the failed rank will never join.
+        While waiting it reads every rank's collective ledger: two ranks of a group that
+        entered different collectives at the same place, or ranks waiting inside collectives
+        that a finished peer never entered, will never finish, so it stops at once.  Once a
+        rank raises or dies the others get :data:`GRACE_S` more.  Only a rank stuck outside
+        any collective costs the whole ``timeout``.
         """
-        for conn in self.conns:
+        for r, conn in enumerate(self.conns):
+            self.last[r].value = b""  # no stale ledger from the last case
             send(conn, name, payload)
         self.closed = set()
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = self._sentinels()
         deadline = time.monotonic() + timeout
-        stall = _StallWatch(self.last)
+        ledgers = _Ledgers(self.last, layout)
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, stall.poll_s)):
+            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, POLL_S)):
                 if item in sentinels:
                     del sentinels[item]
                     deadline = min(deadline, time.monotonic() + GRACE_S)
@@ -256,8 +278,7 @@ class RankSet:
                         self.closed.add(r)
                     if result is None or result.error:
                         deadline = min(deadline, time.monotonic() + GRACE_S)
-            waiting = sorted(pending.values())
-            if waiting and (self._doomed(waiting, results) or stall.desynced(waiting, len(waiting) < self.world_size)):
+            if pending and (ledgers.mismatch() or ledgers.doomed(sorted(pending.values()), results)):
                 break
         return results
 
@@ -281,20 +302,8 @@ class RankSet:
         return RankFault(r, "died", exitcode=self.procs[r].exitcode, last_collective=last,
                          log_tail=_tail(self.logs[r], log_offsets[r]))
 
-    def _doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
-        """Every waiting rank sits in a collective that some finished rank never entered.
-
-        A rank that returned, raised or died has entered its last collective, so a peer
-        inside a later one can only wait for the timeout: stop now, not after the grace.
-        """
-        finished = [r for r in range(self.world_size) if r not in waiting]
-        if not finished:
-            return False
-        counts = [len(res.collectives) if (res := results[r]) is not None else _entered(self.last[r]) for r in finished]
-        return all(_inside_collective(self._last(r)) and _entered(self.last[r]) > min(counts) for r in waiting)
-
     def _last(self, r: int) -> str:
-        return self.last[r].value.decode(errors="replace")
+        return last_entered(self.last[r].value)
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
@@ -337,11 +346,12 @@ class RankSets:
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
         raise NotImplementedError
 
-    def run(self, case: Case, target: str, *, check_grad: bool | None = None, repeat: bool = True,
-            timeout: float | None = None) -> Outcome:
-        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks."""
+    def run(self, case: Case, target: str, *, call: Call | None = None, check_grad: bool | None = None,
+            repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "") -> Outcome:
+        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks (see :class:`RunRequest`)."""
         check_grad = case.grad != "none" if check_grad is None else check_grad
-        request = RunRequest(case=case, target=target, check_grad=check_grad, repeat=repeat)
+        request = RunRequest(case=case, target=target, call=call or Call(), check_grad=check_grad, repeat=repeat,
+                             detect=detect, declared=declared)
         rank_set = self.rank_set(case.backend, case.device, case.world_size)
         return rank_set.run(request, self.timeout if timeout is None else timeout)
 
@@ -361,34 +371,44 @@ class Pool(RankSets):
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_S, start_timeout: float = 120.0) -> None:
         self.timeout = timeout
         self.start_timeout = start_timeout
-        self.context = multiprocessing.get_context("forkserver")
-        # torch._dynamo too: torch imports it lazily the first time a custom op (e.g. a
-        # functional collective) runs, 1-2 s per rank that would count against the first
-        # case's timeout and read as a hang on a loaded machine.  The forkserver pays it once.
-        self.context.set_forkserver_preload(["harness.rank", "torch._dynamo"])
+        self.context = forkserver.context()
         self.tmpdir = tempfile.mkdtemp(prefix="gather-harness-")
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=60))
         self.sets: dict[tuple[str, str, int], RankSet] = {}
         self.generation = 0
         self.spawned_sets = 0
+        self.max_ranks = local_world_size_limit()
         self.closed = False
         atexit.register(self.close)
 
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
-        """The warm set for this key, starting a fresh one if there is none or it broke."""
+        """The warm set for this key, starting a fresh one if there is none or it broke.
+
+        Sets are kept most-recently-used last; starting one that would take the pool past
+        :attr:`max_ranks` live ranks first stops the least recently used others.
+        """
         if self.closed:
             raise PoolError("the pool is closed")
         key = (backend, device, world_size)
-        current = self.sets.get(key)
+        current = self.sets.pop(key, None)
         if current is None or current.broken:
             check_devices(backend, device, world_size)
+            if world_size > self.max_ranks:
+                raise PoolError(too_many_ranks(world_size, self.max_ranks))
+            self._make_room(world_size)
             self.generation += 1
             current = RankSet(self, backend, device, world_size, self.generation)
             self.sets[key] = current
             current.start(self.start_timeout)
             self.spawned_sets += 1
+        self.sets[key] = current
         return current
+
+    def _make_room(self, world_size: int) -> None:
+        while self.sets and sum(s.world_size for s in self.sets.values() if not s.broken) + world_size > self.max_ranks:
+            oldest = next(iter(self.sets))
+            self.sets.pop(oldest).stop()
 
     def close(self) -> None:
         if self.closed:
@@ -419,6 +439,23 @@ def shared_pool(timeout: float = DEFAULT_TIMEOUT_S) -> Pool:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def local_world_size_limit() -> int:
+    """The most rank processes this machine holds at once: available memory over
+    :data:`RANK_MEMORY_BYTES`, at most ``MAX_WORLD_SIZE`` (torchrun ranks go further)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            available_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 8  # no /proc: the world sizes every laptop holds
+    return max(1, min(MAX_WORLD_SIZE, available_kb * 1024 // RANK_MEMORY_BYTES))
+
+
+def too_many_ranks(world_size: int, limit: int) -> str:
+    return (f"{world_size} local ranks do not fit on this machine: it holds at most {limit} (each warm rank takes "
+            f"about {RANK_MEMORY_BYTES >> 20} MB of the memory available); use a smaller --world-sizes, or serve "
+            f"the cases to torchrun ranks with --listen")
 
 
 def group_timeout_s(case_timeout: float) -> float:
@@ -470,58 +507,81 @@ def _receive_result(conn: Connection) -> RankResult | None:
         return None  # the rank died; its sentinel tells how
 
 
-def _classify(results: list[RankResult | None], dead: list[bool]) -> str | None:
+def _classify(results: list[RankResult | None], dead: list[bool], ledgers: _Ledgers) -> tuple[str | None, str]:
+    """The fault of a run, if any, and for a desync where it happened.
+
+    A desync is named as such even when a rank then died of it (gloo aborts a rank whose
+    peers sent payloads of another size): the mismatch is the cause, the abort its effect.
+    """
+    mismatch = ledgers.mismatch()
+    if mismatch:
+        return "desync", mismatch
     if any(dead):
-        return "crash"
-    missing = [r for r, res in enumerate(results) if res is None]
-    if missing:
-        return "exception" if any(res is not None and res.error for res in results) else "hang"
-    if len({tuple(res.collectives) for res in results if res is not None}) > 1 and not any(
-        res.error for res in results if res is not None
-    ):
-        return "desync"
-    return None
+        return "crash", ""
+    if any(res is None for res in results):
+        return ("exception" if any(res is not None and res.error for res in results) else "hang"), ""
+    if not any(res.error for res in results if res is not None):
+        for group in ledgers.layout:
+            counts = {r: len(res.collectives) for r in group if (res := results[r]) is not None}
+            if len(set(counts.values())) > 1:
+                return "desync", ", ".join(f"rank {r} entered {n} collective(s)" for r, n in counts.items())
+    return None, ""
 
 
-def _entered(shared: Any) -> int:
-    """How many collectives a rank has entered, from its published ``#n name`` entry."""
-    entry = shared.value.decode(errors="replace")
-    return int(entry[1:].split(" ", 1)[0]) if entry.startswith("#") else 0
+class _Ledgers:
+    """The collectives each rank of a running case has entered, compared within each group.
 
-
-def _inside_collective(entry: str) -> bool:
-    return entry.startswith("#") and not entry.endswith("(returned)")
-
-
-def _blocked_in_different_collectives(faults: list[RankFault], results: list[RankResult | None]) -> bool:
-    """Every blocked rank waits inside a collective that cannot complete: the ranks disagree
-    on which collective comes next, or a peer already returned without entering it."""
-    entered = [f.last_collective for f in faults if f.state == "blocked"]
-    someone_returned = any(res is not None and not res.error for res in results)
-    return bool(entered) and all(map(_inside_collective, entered)) and (len(set(entered)) > 1 or someone_returned)
-
-
-class _StallWatch:
-    """Spots a desync early: blocked ranks sit in mismatched collectives and nothing moves.
-
-    Waiting for the full timeout would cost seconds per shrink step; a desynced group
-    never recovers, so :data:`STALL_S` without progress is proof enough.
+    Read from the ranks' ledgers (:func:`harness.protocol.read_ledger`) while they run.  Two
+    members of one group that entered different collectives (or the same one on different
+    process groups) at the same place can never both complete (:meth:`mismatch`); neither can
+    a rank waiting inside a collective that a finished peer of that collective's process group
+    entered fewer times (:meth:`doomed`): the peer will never enter it.
     """
 
-    poll_s = 0.1
+    def __init__(self, slots: list[Any], layout: tuple[tuple[int, ...], ...]) -> None:
+        self.slots = slots
+        self.layout = layout
 
-    def __init__(self, last: list[Any]) -> None:
-        self.last = last
-        self.snapshot: tuple[str, ...] | None = None
-        self.since = time.monotonic()
+    def _read(self, r: int) -> Ledger:
+        return read_ledger(self.slots[r].value)
 
-    def desynced(self, pending: list[int], someone_returned: bool) -> bool:
-        entries = tuple(self.last[r].value.decode(errors="replace") for r in pending)
-        if entries != self.snapshot:
-            self.snapshot, self.since = entries, time.monotonic()
+    def mismatch(self) -> str:
+        """Where two members of a group entered different collectives at the same place, or ``""``."""
+        for group in self.layout:
+            first, *others = group
+            mine = self._read(first).by_seq()
+            for other in others:
+                theirs = self._read(other).by_seq()
+                for seq in sorted(mine.keys() & theirs.keys()):
+                    a, b = mine[seq], theirs[seq]
+                    if a.key and b.key and (a.key, a.peers) != (b.key, b.peers):
+                        return f"collective #{seq}: rank {first} entered {a.described}, rank {other} {b.described}"
+        return ""
+
+    def doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
+        """Every waiting rank sits inside a collective that a finished peer never entered.
+
+        A rank that returned, raised or died has entered its last collective, so a peer
+        inside a later one can only wait for the timeout: stop now, not after the grace.
+        """
+        return bool(waiting) and all(self._hopeless(r, waiting) for r in waiting)
+
+    def _hopeless(self, r: int, waiting: list[int]) -> bool:
+        ledger = self._read(r)
+        inside = ledger.inside()
+        if inside is None:
             return False
-        mismatched = all(map(_inside_collective, entries)) and (len(set(entries)) > 1 or someone_returned)
-        return mismatched and time.monotonic() - self.since >= STALL_S
+        peers = [int(p) for p in inside.peers.split(",")] if inside.peers else range(len(self.slots))
+        mine = ledger.counts.get(inside.peers, 0)
+        return any(self._read(s).counts.get(inside.peers, 0) < mine for s in peers if s != r and s not in waiting)
+
+    def stuck_for_good(self, results: list[RankResult | None]) -> str:
+        """After a timeout: blocked ranks waiting in collectives a finished peer never entered, described."""
+        waiting = [r for r, res in enumerate(results) if res is None]
+        for r in waiting:
+            if self._hopeless(r, waiting):
+                return f"rank {r} waits in {last_entered(self.slots[r].value)}, which a peer that finished never entered"
+        return ""
 
 
 def _fault_summary(outcome: Outcome) -> str:
@@ -530,7 +590,7 @@ def _fault_summary(outcome: Outcome) -> str:
         by_state.setdefault(fault.state, []).append(fault.rank)
     parts = [f"{state} on rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}" for state, r in by_state.items()]
     if outcome.fault == "desync":
-        parts = [
+        parts = [outcome.desync] + [
             f"rank {res.rank} entered {len(res.collectives)} collective(s): {', '.join(res.collectives) or '(none)'}"
             for res in outcome.results
             if res is not None

@@ -2,8 +2,8 @@
 
 Messages are ``(name, payload)`` pairs sent as pickled bytes (plain :mod:`pickle`, so tensors
 travel by value and never through shared memory that a dying rank would take with it).
-The set is closed: controller -> rank ``run`` / ``call`` / ``stop``; rank -> controller
-``ready`` / ``result``.  A remote rank (``harness.remote``) has a second, side connection on
+The set is closed: controller -> rank ``run`` (a :class:`~harness.procedure.RunRequest`) /
+``call`` / ``stop``; rank -> controller ``ready`` / ``result`` (a :class:`~harness.procedure.RankResult`).  A remote rank (``harness.remote``) has a second, side connection on
 which the controller may ask ``stack`` while the rank is busy and the rank answers ``stack``
 (its main thread's stack and last collective).  This module imports only the standard
 library and torch.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import io
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -41,47 +41,91 @@ class RankInit:
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """Run ``target`` on a case: forward, optional backward, optional further calls.
+class Entered:
+    """One collective a rank entered: its place in the rank's sequence and what it was.
 
-    With ``repeat`` the rank calls the target twice more: on the companion input (every
-    bit inverted: a shared output buffer would change the first result) and on the
-    original input again (the same case must give the same bits).
+    ``key`` is what must be the same on every rank of a group at this place (the op and,
+    where the op needs it, the payload's dtype and shape); ``""`` for point-to-point ops,
+    which differ between sender and receiver by design.  ``peers`` names the process group
+    it ran on: its global ranks as ``"1,3"``, or ``""`` for the world.
     """
 
-    case: Any  # harness.case.Case (kept untyped so this module stays import-light)
-    target: str
-    check_grad: bool
-    repeat: bool = True
+    seq: int
+    key: str
+    peers: str
+    described: str
 
 
-@dataclass
-class RankResult:
-    """Everything one rank observed; tensors are detached CPU copies with their strides kept.
+@dataclass(frozen=True)
+class Ledger:
+    """What a rank published: its recent entries, whether it has left the last one, and how
+    many collectives it has entered on each process group (``peers`` -> count) in this case."""
 
-    ``output`` is the first call's result as copied right after that call; ``output_later``
-    is the same tensor object as it reads after the backward pass and the further calls (a
-    shared buffer shows up as a difference); ``companion_output`` is the result on the
-    companion input and ``repeat_output`` the third call's, on the original input again.
+    entries: list[Entered]
+    returned: bool
+    counts: dict[str, int]
+
+    def by_seq(self) -> dict[int, Entered]:
+        return {entry.seq: entry for entry in self.entries}
+
+    def inside(self) -> Entered | None:
+        """The collective the rank is blocked in, if any."""
+        return None if self.returned or not self.entries else self.entries[-1]
+
+
+#: Size of the shared-memory slot a local rank publishes its recent collectives in.
+LEDGER_BYTES = 4096
+_RETURNED = " (returned)"
+
+
+def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
+                limit: int = LEDGER_BYTES - 1) -> bytes:
+    """A rank's ledger as text: a first line of per-group counts (``@peers=n;...``), then the
+    most recent ``entries`` that fit in ``limit`` bytes, one per line, as ``#seq|key|peers|described``.
+
+    The last line ends with `` (returned)`` once the rank has left that collective.  A
+    rank writes this to its shared slot as it enters and leaves each collective; the
+    controller reads it while the rank runs (:func:`read_ledger`), so it can compare ranks'
+    sequences before any of them returns.
     """
+    head = "@" + ";".join(f"{peers}={count}" for peers, count in counts.items())
+    lines: list[str] = []
+    size = len(head) + 1 + len(_RETURNED)
+    for entry in reversed(entries):
+        line = f"#{entry.seq}|{entry.key}|{entry.peers}|{entry.described}"
+        size += len(line.encode()) + 1
+        if size > limit:
+            break
+        lines.append(line)
+    text = "\n".join([head, *reversed(lines)])
+    return (text + (_RETURNED if returned and lines else "")).encode()
 
-    rank: int
-    output: Any = None
-    output_device: str | None = None
-    output_requires_grad: bool = False
-    output_later: Any = None
-    companion_output: Any = None
-    repeat_output: Any = None
-    grad: Any = None
-    input_after: Any = None
-    input_stride_after: tuple[int, ...] | None = None
-    error: str | None = None
-    error_type: str | None = None
-    error_phase: str | None = None
-    collectives: list[str] = field(default_factory=list)
-    bytes_sent: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    value: Any = None  # the return value of a ``call``
+
+def read_ledger(raw: bytes) -> Ledger:
+    """What a rank published (:func:`ledger_text`); empty for an empty slot."""
+    text = raw.decode(errors="replace")
+    returned = text.endswith(_RETURNED)
+    if returned:
+        text = text[: -len(_RETURNED)]
+    entries, counts = [], {}
+    for line in text.splitlines():
+        if line.startswith("@"):
+            pairs = (item.rpartition("=") for item in line[1:].split(";") if item)
+            counts = {peers: int(count) for peers, _, count in pairs if count.isdigit()}
+            continue
+        fields = line.split("|", 3)
+        if len(fields) == 4 and fields[0].startswith("#") and fields[0][1:].isdigit():
+            entries.append(Entered(int(fields[0][1:]), fields[1], fields[2], fields[3]))
+    return Ledger(entries, returned, counts)
+
+
+def last_entered(raw: bytes) -> str:
+    """The last collective of a ledger for people: ``#3 all_gather(...)``, `` (returned)`` if left."""
+    ledger = read_ledger(raw)
+    if not ledger.entries:
+        return "(none yet)"
+    last = ledger.entries[-1]
+    return f"#{last.seq} {last.described}" + (_RETURNED if ledger.returned else "")
 
 
 def send(conn: Connection, name: str, payload: Any) -> None:

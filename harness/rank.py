@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -27,8 +26,8 @@ import torch
 import torch.distributed as dist
 
 from harness import targets
-from harness.case import make_cotangent, make_input
-from harness.protocol import RankInit, RankResult, RunRequest, receive, send
+from harness.procedure import RankResult, RunRequest, record_error, run_case
+from harness.protocol import Entered, RankInit, last_entered, ledger_text, receive, send
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -57,40 +56,68 @@ RECORDED: dict[str, int | None] = {
 }
 
 
+#: Collectives whose payload must have one dtype and shape on every rank of the group: a
+#: difference at the same place in two ranks' sequences is a desync (gloo aborts or hangs).
+SAME_PAYLOAD: frozenset[str] = frozenset({
+    "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_single", "all_reduce", "reduce",
+    "broadcast", "reduce_scatter_tensor", "gather",
+})
+#: Point-to-point ops: a sender and its receiver enter different ones at the same place.
+POINT_TO_POINT: frozenset[str] = frozenset({"send", "recv"})
+
+
 class CollectiveLog:
     """Records each torch.distributed collective this rank enters.
 
-    The latest entry is mirrored into shared memory so the controller can read it while the
-    rank is blocked inside the collective (the hang report names it).
+    The recent entries are mirrored into shared memory (:func:`harness.protocol.ledger_text`)
+    as the rank enters and leaves each one, so the controller can read them while the rank
+    is blocked inside a collective: the hang report names it, and two ranks that entered
+    different collectives at the same place are a desync the moment both have entered.
     """
 
     def __init__(self, shared: Any) -> None:
-        self.shared = shared
+        self.shared = shared  # None for remote ranks, which have no shared memory
         self.entries: list[str] = []
+        self.ledger: list[Entered] = []
+        self.counts: dict[str, int] = {}
         self.bytes_sent = 0
-        self.latest = "(none yet)"  # what ``shared`` would read; remote ranks have no shared memory
+        self.returned = False
+
+    @property
+    def latest(self) -> str:
+        return last_entered(self.text())
+
+    def text(self) -> bytes:
+        return ledger_text(self.ledger, self.returned, self.counts)
 
     def reset(self) -> None:
-        self.entries = []
-        self.bytes_sent = 0
-        self._publish("(none yet)")
+        self.entries, self.ledger, self.counts, self.bytes_sent, self.returned = [], [], {}, 0, False
+        self._publish()
 
-    def enter(self, name: str, args: tuple, payload_index: int | None) -> None:
+    def enter(self, name: str, args: tuple, kwargs: dict[str, Any], payload_index: int | None) -> None:
         payload = args[payload_index] if payload_index is not None and len(args) > payload_index else None
         described = name
+        key = name
         if isinstance(payload, torch.Tensor):
             self.bytes_sent += payload.numel() * payload.element_size()
             described = f"{name}({payload.dtype}, shape={tuple(payload.shape)})"
+            key = described if name in SAME_PAYLOAD else f"{name}({payload.dtype})"
+        peers = _peers(args, kwargs)
+        if peers:
+            described += f" on ranks {{{peers}}}"
         self.entries.append(described)
-        self._publish(f"#{len(self.entries)} {described}")
+        self.counts[peers] = self.counts.get(peers, 0) + 1
+        self.ledger.append(Entered(len(self.entries), "" if name in POINT_TO_POINT else key, peers, described))
+        self.returned = False
+        self._publish()
 
     def leave(self) -> None:
-        self._publish(f"#{len(self.entries)} {self.entries[-1]} (returned)")
+        self.returned = True
+        self._publish()
 
-    def _publish(self, text: str) -> None:
-        self.latest = text
+    def _publish(self) -> None:
         if self.shared is not None:
-            self.shared.value = text.encode()[: len(self.shared) - 1]
+            self.shared.value = self.text()
 
     def install(self) -> None:
         for name, payload_index in RECORDED.items():
@@ -101,12 +128,25 @@ class CollectiveLog:
     def _wrap(self, name: str, original: Callable, payload_index: int | None) -> Callable:
         @functools.wraps(original)
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            self.enter(name, args, payload_index)
+            self.enter(name, args, kwargs, payload_index)
             result = original(*args, **kwargs)
             self.leave()
             return result
 
         return recorded
+
+
+def _peers(args: tuple, kwargs: dict[str, Any]) -> str:
+    """The global ranks of the group a collective runs on, as ``"1,3"``; ``""`` for the world."""
+    group = kwargs.get("group")
+    if group is None:
+        group = next((arg for arg in args if isinstance(arg, dist.ProcessGroup)), None)
+    if group is None or group is dist.group.WORLD:
+        return ""
+    try:
+        return ",".join(map(str, dist.get_process_group_ranks(group)))
+    except (RuntimeError, ValueError):  # not a group this rank belongs to: the collective will say so
+        return ""
 
 
 def main(init: RankInit, conn: Connection, last_collective: Any) -> None:
@@ -149,39 +189,15 @@ def serve(conn: Connection, log: CollectiveLog) -> bool:
 
 
 def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
-    """Run the target on this rank's slice of the case and report everything observed."""
+    """Run the target on this rank's part of the case (:func:`harness.procedure.run_case`)."""
     log.reset()
     rank = dist.get_rank()
-    result = RankResult(rank=rank)
-    phase = "setup"
     try:
-        gather = targets.load(request.target)
-        case = request.case
-        device = case_device(case.device)
-        x = make_input(case, rank, requires_grad=request.check_grad, device=device)
-        stride_before = x.stride()
-        phase = "forward"
-        t0 = time.perf_counter()
-        y = gather(x, case.dim)
-        result.timings["forward_s"] = time.perf_counter() - t0
-        _record_output(result, y)
-        if request.check_grad:
-            phase = "backward"
-            result.grad = _gradient(y, x, make_cotangent(case, rank, device=device))
-        if request.repeat:
-            phase = "repeat"
-            companion = make_input(case, rank, device=device, companion=True)
-            result.companion_output = _cpu(gather(companion, case.dim))
-            result.output_later = _cpu(y)
-            result.repeat_output = _cpu(gather(x, case.dim))
-        result.input_after = _cpu(x)
-        result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
-    except BaseException as exc:  # report everything, including SystemExit from a variant
-        result.error = "".join(traceback.format_exception(exc))
-        result.error_type = type(exc).__name__
-        result.error_phase = phase
-    finally:
-        _restore_globals()
+        target = targets.load(request.target)
+    except BaseException as exc:  # a target that cannot be loaded here is this case's failure
+        result = record_error(RankResult(rank=rank), exc, "setup")
+    else:
+        result = run_case(request, rank, target, case_device(request.case.device))
     result.collectives = list(log.entries)
     result.bytes_sent = log.bytes_sent
     return result
@@ -194,36 +210,9 @@ def on_call(log: CollectiveLog, payload: dict) -> RankResult:
     try:
         result.value = targets.load(payload["target"])(*payload.get("args", ()))
     except BaseException as exc:
-        result.error = "".join(traceback.format_exception(exc))
-        result.error_type = type(exc).__name__
-        result.error_phase = "call"
+        record_error(result, exc, "call")
     result.collectives = list(log.entries)
     return result
-
-
-def _gradient(y: Any, x: torch.Tensor, cotangent: torch.Tensor) -> Any:
-    if not isinstance(y, torch.Tensor) or not y.requires_grad:
-        raise TypeError("the output does not require grad: the variant is not differentiable")
-    (grad,) = torch.autograd.grad(y, x, cotangent, allow_unused=True)
-    return None if grad is None else _cpu(grad)
-
-
-def _record_output(result: RankResult, y: Any) -> None:
-    if not isinstance(y, torch.Tensor):
-        raise TypeError(f"gather returned a {type(y).__name__}, not a Tensor")
-    result.output_device = str(y.device)
-    result.output_requires_grad = y.requires_grad
-    result.output = _cpu(y)
-
-
-def _cpu(t: torch.Tensor) -> torch.Tensor | None:
-    """A detached CPU copy with the same strides (``clone`` preserves dense layouts).
-
-    ``None`` for a meta tensor, which has no values: the device check reports it.
-    """
-    if t.device.type == "meta":
-        return None
-    return t.detach().to("cpu", copy=True) if t.device.type != "cpu" else t.detach().clone()
 
 
 def _device(init: RankInit) -> str:
@@ -251,12 +240,6 @@ def configure_nccl() -> None:
     """
     os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-
-
-def _restore_globals() -> None:
-    """Undo global state a variant may leave behind so it cannot leak into the next case."""
-    torch.set_grad_enabled(True)
-    torch.set_default_dtype(torch.float32)
 
 
 def _join_group(init: RankInit) -> None:

@@ -62,7 +62,8 @@ import torch.distributed as dist
 from harness import files
 from harness.contract import Contract, UsageError, parse_dtypes
 from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
-from harness.protocol import RankResult, receive, send
+from harness.procedure import RankResult
+from harness.protocol import Entered, ledger_text, receive, send
 from harness.rank import CollectiveLog, case_device, configure_nccl, die_with_parent, serve
 
 AUTHKEY_ENV = "GATHER_HARNESS_AUTHKEY"
@@ -217,7 +218,8 @@ class RemoteRankSet(RankSet):
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         for r, res in enumerate(results):
             if res is not None and res.collectives:
-                self.last[r].value = f"#{len(res.collectives)} {res.collectives[-1]}".encode()
+                entered = Entered(len(res.collectives), "", "", res.collectives[-1])
+                self.last[r].value = ledger_text([entered], returned=True, counts={"": len(res.collectives)})
         return super()._diagnose(results, log_offsets)
 
     def _dump_stacks(self, ranks: list[int]) -> dict[int, str]:
@@ -233,7 +235,7 @@ class RemoteRankSet(RankSet):
                 except (EOFError, OSError):
                     continue
                 stacks[r] = reply["stack"]
-                self.last[r].value = reply["last_collective"].encode()
+                self.last[r].value = reply["ledger"]
         return stacks
 
 
@@ -416,7 +418,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,
-                   world_sizes: tuple[int, int]) -> Contract:
+                   world_sizes: tuple[int, int], output: str = "auto", groups: bool = False) -> Contract:
     """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
 
     The driver may run on a machine without GPUs, or with fewer than the job has.
@@ -428,7 +430,7 @@ def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backe
     if backend == "nccl" and device != "cuda":
         raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
     return Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                    devices=(device,), world_sizes=world_sizes)
+                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups)
 
 
 def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:
@@ -511,7 +513,7 @@ def _answer_side(conn: Connection, log: CollectiveLog, main_ident: int) -> None:
             os._exit(1)
         if name == "stop":
             return
-        send(conn, "stack", {"stack": _main_stack(main_ident), "last_collective": log.latest})
+        send(conn, "stack", {"stack": _main_stack(main_ident), "ledger": log.text()})
 
 
 def worker_main(argv: list[str] | None = None) -> int:

@@ -17,10 +17,11 @@ import hypothesis
 from hypothesis import event, given, note, settings
 from hypothesis.strategies import SearchStrategy
 
-from harness import capabilities, profiles, strategies
+from harness import capabilities, probe, profiles, strategies
 from harness.case import Case
 from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
 from harness.contract import Contract, UsageError
+from harness.conventions import Call
 from harness.pool import Outcome, RankSets, shared_pool
 
 
@@ -44,10 +45,15 @@ class Finding:
     message: str
     violations: list[Violation]
     repro: str | None = None
+    call: Call = field(default_factory=Call)
+    repeat: bool = True
+    bits: bool = True
+    history: tuple[Case, ...] = ()
 
     def to_json(self) -> dict:
         return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),
-                "case_line": self.case.describe(), "message": self.message, "repro": self.repro}
+                "case_line": self.case.describe(), "message": self.message, "repro": self.repro,
+                "call": self.call.to_dict(), "history": [case.to_dict() for case in self.history]}
 
 
 @dataclass
@@ -78,6 +84,8 @@ class CheckReport:
     de_facto: dict[str, int] = field(default_factory=dict)
     graded_cases: int = 0
     seed: int | None = None
+    convention: probe.Convention | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -102,6 +110,8 @@ class CheckReport:
             "elapsed_s": round(self.elapsed_s, 3),
             "violations": [f.to_json() for f in self.findings + self.misuse_findings],
             "contract": self.contract.describe(),
+            "convention": None if self.convention is None else self.convention.describe(),
+            "notes": self.notes,
             "de_facto_gradient": self.de_facto_semantics(),
         }
 
@@ -120,12 +130,18 @@ def run_check(
     on_example: Callable[[Progress], None] | None = None,
     base_settings: settings | None = None,
     shrink_budget_s: float = 60.0,
+    bits: bool = True,
+    probed: probe.Probe | None = None,
 ) -> CheckReport:
     """Check ``target`` against ``contract`` on real process groups; shrink every failure.
 
-    ``duration_s`` replaces the example count with a time budget: batches of examples run
-    until it is spent or something fails.  ``shrink_budget_s`` bounds the time spent
-    shrinking after the first failure.  The active Hypothesis profile supplies the rest.
+    First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
+    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a target that
+    fails on the probe case itself is reported at once).  ``duration_s`` replaces the example
+    count with a time budget: batches of examples run until it is spent or something fails.
+    ``shrink_budget_s`` bounds the time spent shrinking after the first failure; ``bits``
+    checks raw-byte identity on top of value equality.  The active Hypothesis profile
+    supplies the rest.  ``probed``: the probe's result when the caller already ran it.
     """
     pool = pool or shared_pool(timeout)
     backend, device = contract.backends[0], contract.devices[0]
@@ -134,41 +150,70 @@ def run_check(
     if not dtypes:
         raise UsageError(f"--dtypes: none of {', '.join(contract.dtypes)} is supported by {backend}/{device} "
                          f"(supported: {', '.join(caps.gather_dtypes())})")
+    started = time.monotonic()
+    probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0], timeout=timeout)
+    contract, call = probed.contract, probed.convention.call
+    report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes)
+    if probed.failed is not None:
+        report.examples = 1
+        report.findings = [_finding(probed.failed.case, check_outcome(probed.failed, bits=bits))]
+        report.findings[0].call, report.findings[0].repeat, report.findings[0].bits = call, False, bits
+        report.elapsed_s = time.monotonic() - started
+        return report
     progress = Progress()
     semantics: collections.Counter[str] = collections.Counter()  # "" counts the graded cases
-    started = time.monotonic()
     case_strategy = strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device)
     key = f"{target}|{contract.describe()}".encode()
-    findings = _search(case_strategy, lambda case: _judge(pool, target, case, timeout, semantics if track_semantics else None),
-                       progress, on_example, max_examples, duration_s, seed, base_settings, key, shrink_budget_s)
-    graded = semantics.pop("", 0)
-    report = CheckReport(target, contract, progress.examples, 0.0, findings, seed=seed, de_facto=dict(semantics),
-                         graded_cases=graded)
+    judge = _Judge(pool, target, call, timeout, bits, semantics if track_semantics else None)
+    report.findings = _search(case_strategy, judge.in_contract, progress, on_example, max_examples, duration_s, seed,
+                              base_settings, key, shrink_budget_s)
+    report.examples = progress.examples
+    for finding in report.findings:
+        finding.call, finding.bits = call, bits
+    report.graded_cases = semantics.pop("", 0)
+    report.de_facto = dict(semantics)
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse_progress = Progress()
         misuse_strategy = strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes())
-        report.misuse_findings = _search(misuse_strategy, lambda case: _judge_misuse(pool, target, case, timeout),
-                                         misuse_progress, on_example, max_examples, duration_s, seed, base_settings,
-                                         key + b"|misuse", shrink_budget_s)
+        report.misuse_findings = _search(misuse_strategy, judge.out_of_contract, misuse_progress, on_example,
+                                         max_examples, duration_s, seed, base_settings, key + b"|misuse",
+                                         shrink_budget_s)
         report.misuse_examples = misuse_progress.examples
+        for finding in report.misuse_findings:
+            finding.call, finding.bits = call, bits
     report.elapsed_s = time.monotonic() - started
     return report
 
 
-def _judge(pool: RankSets, target: str, case: Case, timeout: float, semantics: collections.Counter | None) -> list[Violation]:
-    outcome = pool.run(case, target, timeout=timeout)
-    if semantics is not None and case.grad != "none":
-        matched = matching_contracts(outcome)
-        if matched is not None:
-            semantics.update(matched | {""})
-    _note_outcome(outcome)
-    return check_outcome(outcome)
+@dataclass
+class _Judge:
+    """Runs one case on the pool and names the properties it breaks (in or out of contract)."""
+
+    pool: RankSets
+    target: str
+    call: Call
+    timeout: float
+    bits: bool
+    semantics: collections.Counter | None
+
+    def in_contract(self, case: Case) -> list[Violation]:
+        outcome = self.pool.run(case, self.target, call=self.call, timeout=self.timeout)
+        if self.semantics is not None and case.grad != "none":
+            matched = matching_contracts(outcome)
+            if matched is not None:
+                self.semantics.update(matched | {""})
+        _note_outcome(outcome)
+        return check_outcome(outcome, bits=self.bits)
+
+    def out_of_contract(self, case: Case) -> list[Violation]:
+        outcome = self.pool.run(case, self.target, call=self.call, timeout=self.timeout)
+        _note_outcome(outcome)
+        return check_misuse(outcome)
 
 
-def _judge_misuse(pool: RankSets, target: str, case: Case, timeout: float) -> list[Violation]:
-    outcome = pool.run(case, target, timeout=timeout)
-    _note_outcome(outcome)
-    return check_misuse(outcome)
+def _finding(case: Case, violations: list[Violation]) -> Finding:
+    first = violations[0]
+    return Finding(first.property, first.kind, case, format_violations(case, violations), violations)
 
 
 def _search(
@@ -211,8 +256,7 @@ def _search(
         if on_example is not None:
             on_example(progress)
         if violations:
-            first = violations[0]
-            failed[case] = Finding(first.property, first.kind, case, format_violations(case, violations), violations)
+            failed[case] = _finding(case, violations)
             first_failure_at[:] = first_failure_at or [time.monotonic()]
             fail(failed[case])
 
@@ -259,8 +303,8 @@ def _note_outcome(outcome: Outcome) -> None:
     for result in outcome.results:
         if result is None:
             continue
-        shape = None if result.output is None else tuple(result.output.shape)
-        note(f"rank {result.rank}: output shape {shape}, collectives {result.collectives}"
+        shapes = [None if piece is None else tuple(piece.shape) for piece in result.output or []]
+        note(f"rank {result.rank}: output shapes {shapes}, collectives {result.collectives}"
              + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
 
 

@@ -2,7 +2,7 @@
 
 One selector syntax for the CLI, the pytest plugin, the Python API and the environment.
 Loading happens inside rank processes (the driver never imports user code); the driver
-validates a target by asking a rank to load it (:func:`validate`).
+validates a target by asking a rank to load it and plan its call (``harness.probe``).
 """
 
 from __future__ import annotations
@@ -43,18 +43,9 @@ def load(target: str) -> Callable:
             raise TargetError(f"target {target!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise TargetError(f"target {target!r}: {attr!r} is a {type(obj).__name__}, not a callable gather(x, dim)")
+        raise TargetError(f"target {target!r}: {attr!r} is of type {type(obj).__name__}, not a callable gather")
     _CACHE[target] = obj
     return obj
-
-
-def validate(target: str) -> str | None:
-    """Try to load ``target``; return ``None`` or the one-line reason it cannot be used."""
-    try:
-        load(target)
-    except TargetError as exc:
-        return str(exc)
-    return None
 
 
 def _import_file(path: str) -> ModuleType:

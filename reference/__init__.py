@@ -2,8 +2,10 @@
 
 Everything is rebuilt from the :class:`~harness.case.Case` with ``make_input`` and
 ``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
-reference shares no code path with the variants under test.  This package imports neither
-pytest nor Hypothesis: checks, the CLI and repro scripts all use it.
+reference shares no code path with the variants under test.  It works in group space: rank
+r gathers the inputs of its group's members in group-rank order (:meth:`Case.members`), and
+W below is the size of r's group.  This package is embedded in repro scripts: it imports only
+torch and the other embedded modules (``case``, ``contract``), relatively.
 
 Gradient tolerance (BRIEF §3, §4.3).  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
 cotangents already rounded to the case dtype), ``eps`` the machine epsilon of the dtype
@@ -15,8 +17,11 @@ the dtype at ``x``, the allowed absolute error of each gradient element is::
     mean   ((W-1)·eps·A + eps·A)/W + ½·ulp(exact)  =  eps·A + ½·ulp(exact)
 
 Why: recursive summation of W floats, in *any* order or tree, errs by at most
-γ_{W-1}·A with γ_k = k·u/(1-k·u) and u = eps/2 the unit roundoff; (W-1)·eps·A is at least
-that for every dtype and W <= 8, with a factor ~2 to spare.  The ½ ulp covers a variant that
+γ_{W-1}·A with γ_k = k·u/(1-k·u) and u = eps/2 the unit roundoff.  (W-1)·eps·A is
+2(1-(W-1)·u) times that, so it covers it whenever (W-1)·u <= 1/2, i.e. W <= 1/eps + 1: for
+bfloat16 (eps 2^-7, the coarsest dtype) W <= 129, for float16 W <= 1025, far past the
+harness's largest world (64 ranks).  At W <= 8 the factor to spare is about 2 for every dtype,
+at W = 64 still 1.5 for bfloat16.  The ½ ulp covers a variant that
 accumulates in a wider type and rounds once at the end.  ``mean`` divides by W: one more
 rounding per term (or of the sum) costs at most eps·A/W more, and the sum being of terms
 C_s/W scales the summation error by 1/W.
@@ -27,8 +32,8 @@ The bound is 0 wherever the result is exact whatever the order:
 - ``sum`` at each element whose terms are all integers with A <= 2^p (p the dtype's
   significand bits: float16 11, bfloat16 8, float32 24, float64 53): every partial sum is
   then an integer of magnitude <= 2^p, which the dtype holds exactly.  The cotangent recipe
-  ``ints`` (small integers, |C| <= 4) on every rank gives that everywhere: with W <= 8,
-  A <= 32, so the bound is 0 for the whole gradient.  The rule is checked on the data, not
+  ``ints`` (small integers, |C| <= 4) on every rank gives that at every element whose
+  A <= 2^p: always for W <= 8 (A <= 32), and up to W = 64 (A <= 256) for every dtype.  The rule is checked on the data, not
   assumed from the recipe name, so it stays right if a recipe changes;
 - ``mean`` at such elements when W is a power of two: dividing integers by 2^k is exact
   too.  For other W the division rounds, and the float rule applies.
@@ -49,10 +54,10 @@ from typing import NamedTuple
 
 import torch
 
-from harness.case import Case, make_cotangent, make_input, torch_dtype
-from harness.contract import DIFFERENTIABLE_DTYPES
+from ..case import Case, make_cotangent, make_input, torch_dtype
+from ..contract import DIFFERENTIABLE_DTYPES
 
-__all__ = ["ExpectedGrad", "expected_grad", "expected_output", "within_bound"]
+__all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "within_bound"]
 
 _GRAD_CONTRACTS = ("local", "sum", "mean")
 
@@ -71,27 +76,42 @@ class ExpectedGrad(NamedTuple):
     in_dtype: torch.Tensor
 
 
-def expected_output(case: Case) -> torch.Tensor:
-    """``cat_dim(x_0, ..., x_{W-1})`` on CPU in the case dtype: what every rank must get."""
-    return torch.cat([make_input(case, rank) for rank in range(case.world_size)], dim=case.dim)
+def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> torch.Tensor:
+    """What rank ``rank`` must get, on CPU in the case dtype: ``cat_dim`` of its group's inputs
+    in group-rank order (the whole world without groups), or their ``stack`` for ``stack`` results.
+
+    ``companion``: of the companion inputs (every bit inverted), the second call's input.
+    """
+    inputs = [make_input(case, member, companion=companion) for member in case.members(rank)]
+    return torch.stack(inputs) if case.output == "stack" else torch.cat(inputs, dim=case.dim)
+
+
+def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
+    """The result of rank ``rank`` as its convention reads it: each group member's input for
+    ``list`` results, else the one tensor of :func:`expected_output`."""
+    if case.output == "list":
+        return [make_input(case, member, companion=companion) for member in case.members(rank)]
+    return [expected_output(case, rank, companion=companion)]
 
 
 def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     """The gradient rank ``rank``'s input must get under ``contract`` (``local``/``sum``/``mean``).
 
-    Rank s feeds ``C_s = make_cotangent(case, s)``; the rank's slot is its length along the
-    gather dim at offset ``case.offset(rank)``.  Raises ValueError for ``none`` (nothing to
-    expect), an unknown contract, a dtype without gradients, or a rank out of range.
+    Each member s of the rank's group feeds ``C_s = make_cotangent(case, s)``; the rank's slot
+    is its length along the gather dim at offset ``case.offset(rank)``, or its index along the
+    first dim of a ``stack`` result.  Raises ValueError for ``none`` (nothing to expect), an
+    unknown contract, a dtype without gradients, a rank out of range or an idle rank.
     """
     if contract not in _GRAD_CONTRACTS:
         raise ValueError(f"contract={contract!r} has no expected gradient; use one of {', '.join(_GRAD_CONTRACTS)}")
     if case.dtype not in DIFFERENTIABLE_DTYPES:
         needed = ", ".join(sorted(DIFFERENTIABLE_DTYPES))
         raise ValueError(f"dtype={case.dtype!r} has no gradients; expected_grad needs one of {needed}")
-    if not 0 <= rank < case.world_size:
-        raise ValueError(f"rank={rank} is out of range for W={case.world_size}")
-    w = case.world_size
-    senders = [rank] if contract == "local" else range(w)
+    if not 0 <= rank < case.world_size or case.idle(rank):
+        raise ValueError(f"rank={rank} is out of range for W={case.world_size} or idle in groups={case.groups}")
+    members = case.members(rank)
+    w = len(members)
+    senders = [rank] if contract == "local" else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
     terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])
     exact = _fsum(terms) / (w if contract == "mean" else 1)
@@ -125,7 +145,10 @@ def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
 
 
 def _slot(cotangent: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
-    """``cotangent[slot_rank]``: the rank's stretch of the gathered result along the dim."""
+    """``cotangent[slot_rank]``: the rank's stretch of the gathered result along the dim, or
+    its entry of a stacked result."""
+    if case.output == "stack":
+        return cotangent[case.members(rank).index(rank)]
     return cotangent.narrow(case.dim, case.offset(rank), case.lengths[rank])
 
 

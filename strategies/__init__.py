@@ -21,6 +21,7 @@ from harness.strategies._internal import (
     misuse_cases,
     ragged_shapes,
     rank_specs,
+    simplest_first,
     world_sizes,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "misuse_cases",
     "ragged_shapes",
     "rank_specs",
+    "simplest_first",
     "world_sizes",
 ]
 

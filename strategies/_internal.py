@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
 
@@ -36,11 +37,12 @@ __all__ = [
     "misuse_cases",
     "ragged_shapes",
     "rank_specs",
+    "simplest_first",
     "world_sizes",
 ]
 
-#: The contract allows at most 8 ranks (``Contract.world_sizes``).
-MAX_WORLD_SIZE = 8
+#: The most ranks a case may have (``harness.contract.MAX_WORLD_SIZE``).
+MAX_WORLD_SIZE = CONTRACT_MAX_WORLD_SIZE
 #: Every dtype, simplest first: the order a failing case's dtype shrinks along.
 SIMPLEST_DTYPES: tuple[str, ...] = (
     "float32", "float64", "int64", "int32", "uint8", "int8", "int16", "bool",
@@ -94,7 +96,7 @@ def world_sizes(*, min_value: int = 1, max_value: int = 4) -> st.SearchStrategy[
     """World sizes W in ``[min_value, max_value]``, shrinking toward ``min_value``.
 
     - ``min_value`` (default 1): the smallest world; at least 1.
-    - ``max_value`` (default 4, the CI default; up to 8): the largest world.
+    - ``max_value`` (default 4, the CI default; up to 64): the largest world.
 
     Inside :func:`lengths`, :func:`ragged_shapes` and :func:`cases` the world size is the size
     of the list of per-rank lengths instead, so that shrinking drops whole ranks.
@@ -114,7 +116,7 @@ def lengths(
 ) -> st.SearchStrategy[tuple[int, ...]]:
     """Per-rank lengths along the gather dim; the tuple's size is the world size.
 
-    - ``world_sizes`` (default ``(1, 4)``): the (low, high) range of W, within 1..8.
+    - ``world_sizes`` (default ``(1, 4)``): the (low, high) range of W, within 1..64.
     - ``ragged`` (default True): ranks may hold different lengths; False makes them equal.
     - ``max_length`` (default 300): the longest a rank may be.
     - ``max_total`` (default 4096): the most the lengths may add up to; ranks past the budget
@@ -284,10 +286,11 @@ def dtypes(*, names: tuple[str, ...] = ALL_DTYPES) -> st.SearchStrategy[str]:
     Examples shrink toward ``float32``, then ``float64``, the ints, ``bool``, the half
     floats and complex last.
     """
-    return st.sampled_from(_simplest_first(check_names("names", names, ALL_DTYPES)))
+    return st.sampled_from(simplest_first(check_names("names", names, ALL_DTYPES)))
 
 
-def _simplest_first(names: tuple[str, ...]) -> tuple[str, ...]:
+def simplest_first(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` in :data:`SIMPLEST_DTYPES` order (the order dtypes shrink along)."""
     return tuple(name for name in SIMPLEST_DTYPES if name in names)
 
 
@@ -362,7 +365,9 @@ def cases(
     """In-contract cases for a variant with ``contract``.
 
     - ``contract``: the variant's :class:`~harness.contract.Contract`; its ``world_sizes``,
-      ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``.
+      ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``, its
+      ``output`` becomes ``case.output`` (``auto`` reads as ``tensor``; ``stack`` also draws
+      0-d inputs), and with ``groups`` every case also draws a group layout.
     - ``dtypes`` (default None: ``contract.dtypes``): the dtype names to draw; pass the
       contract's dtypes already intersected with what the backend really supports.
     - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
@@ -376,9 +381,14 @@ def cases(
     """
     _check_contract(contract)
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
-    shape_args = _shape_args(contract.world_sizes, contract.ragged, _NDIM, contract.dims, max_length, max_elements)
-    return _cases(_ragged_shapes(*shape_args, _RANK_TRAITS), _simplest_first(names), contract.grad,
-                  *_check_target(backend, device))
+    ragged = contract.ragged and _output(contract) != "stack"  # a stack needs equal shapes
+    shape_args = _shape_args(contract.world_sizes, ragged, _NDIM, contract.dims, max_length, max_elements)
+    return _cases(_ragged_shapes(*shape_args, _RANK_TRAITS), simplest_first(names), contract.grad,
+                  *_check_target(backend, device), output=_output(contract), groups=contract.groups)
+
+
+def _output(contract: Contract) -> str:
+    return "tensor" if contract.output == "auto" else contract.output
 
 
 def _check_contract(contract: object) -> None:
@@ -400,13 +410,43 @@ def _cases(
     grad: str,
     backend: str,
     device: str,
+    output: str = "tensor",
+    groups: bool = False,
 ) -> Case:
     drawn, traits = draw(shapes_and_traits)
     dtype = draw(st.sampled_from(names))
     seed = draw(_SEEDS)
     grad = grad if dtype in DIFFERENTIABLE_DTYPES else "none"
-    ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(drawn.shapes, traits))
-    return Case(ranks=ranks, dim=drawn.dim, dtype=dtype, grad=grad, backend=backend, device=device)
+    shapes, dim = drawn.shapes, drawn.dim
+    if output == "stack" and draw(_SCALARS):
+        shapes, dim = tuple(() for _ in shapes), 0
+    layout = _group_layout(draw(_group_labels(len(shapes)))) if groups else ()
+    ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(shapes, traits))
+    return Case(ranks=ranks, dim=dim, dtype=dtype, grad=grad, backend=backend, device=device, groups=layout,
+                output=output)
+
+
+#: For ``stack`` results, about one case in five has 0-d inputs (a stack of scalars).
+_SCALARS = st.integers(0, 4).map(lambda k: k == 4)
+
+
+def _group_labels(world: int) -> st.SearchStrategy[list[int]]:
+    """One label per rank: 0..W-1 name a group, W leaves the rank idle; all 0 is the world."""
+    return st.lists(st.integers(0, world), min_size=world, max_size=world)
+
+
+def _group_layout(labels: list[int]) -> tuple[tuple[int, ...], ...]:
+    """Labels as disjoint groups ordered by their first rank; everyone idle counts as the world.
+
+    Shrinking moves labels toward 0, so a failing layout shrinks toward the world group.
+    """
+    world = len(labels)
+    members: dict[int, list[int]] = {}
+    for rank, label in enumerate(labels):
+        if label < world:
+            members.setdefault(label, []).append(rank)
+    groups = sorted(tuple(ranks) for ranks in members.values())
+    return tuple(groups) or (tuple(range(world)),)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,7 +502,7 @@ def _nothing_to_probe(contract: Contract) -> str:
 
 
 def _in_contract_dtypes(contract: Contract, supported: tuple[str, ...]) -> tuple[str, ...]:
-    return _simplest_first(tuple(name for name in contract.dtypes if name in supported))
+    return simplest_first(tuple(name for name in contract.dtypes if name in supported))
 
 
 def _out_of_contract_dtypes(contract: Contract) -> tuple[str, ...]:
@@ -500,7 +540,8 @@ def misuse_cases(
         raise UsageError(_nothing_to_probe(contract))
     target = _check_target(backend, device)
     return st.one_of(
-        [_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target) for kind in kinds]
+        [_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
+                output=_output(contract), groups=contract.groups) for kind in kinds]
     )
 
 

@@ -77,7 +77,7 @@ BAD_INPUTS = [
                  id="duration and max-examples"),
     pytest.param(["{d}/gathers.py:correct", "--duration", "soon"], "not a positive duration", id="bad duration"),
     pytest.param(["{d}/gathers.py:correct", "--world-sizes", "0-3"], "--world-sizes", id="world sizes 0-3"),
-    pytest.param(["{d}/gathers.py:correct", "--world-sizes", "1-9"], "<= 8", id="world sizes 1-9"),
+    pytest.param(["{d}/gathers.py:correct", "--world-sizes", "1-65"], "<= 64", id="world sizes 1-65"),
     pytest.param(["{d}/gathers.py:correct", "--world-sizes", "few"], "not a range", id="world sizes not a range"),
     pytest.param(["{d}/gathers.py:correct", "--max-examples", "0"], "not a positive whole number",
                  id="max-examples 0"),
@@ -87,7 +87,17 @@ BAD_INPUTS = [
     pytest.param(["{d}/gathers.py:correct", "--json", "{d}/no/such/dir/out.json"], "does not exist",
                  id="json directory missing"),
     pytest.param([], "required: TARGET", id="no target"),
+    pytest.param(["{d}/gathers.py:correct", "--output", "dict"], "invalid choice", id="unknown output"),
 ]
+
+
+def test_more_local_ranks_than_the_machine_holds_is_a_usage_error(targets: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("harness.api.local_world_size_limit", lambda: 4)
+    assert cli.main(["check", f"{targets}/gathers.py:correct", "--world-sizes", "2-6"]) == 2
+    err = capsys.readouterr().err
+    assert "--world-sizes 2-6: 6 local ranks do not fit on this machine: it holds at most 4" in err
+    assert "--listen" in err
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS)

@@ -82,7 +82,7 @@ def test_a_target_that_cannot_load_fails_its_item(gathers: pytest.Pytester) -> N
 
 @pytest.mark.parametrize(("option", "message"), [
     (["--gather-dtypes", "float33"], "unknown dtype 'float33'"),
-    (["--gather-world-sizes", "1-9"], "<= 8"),
+    (["--gather-world-sizes", "1-65"], "<= 64"),
     (["--gather-backend", "nccl"], "add --device cuda"),
     (["--gather-max-examples", "0"], "not a positive whole number"),
 ])

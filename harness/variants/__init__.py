@@ -2,34 +2,37 @@
 
 Data only: this module never imports the variant modules, so a driver process can list and
 describe the catalogue without importing any variant code (or torch).  Each entry's
-``target`` names a ``gather(x, dim)`` callable as ``module:attr``; ranks import it.
+``target`` names the gather as ``module:attr`` *as its authors wrote it* wherever it can be
+called as ``f(x)``, ``f(x, dim)``, with ``dim=``/``group=`` or through ``.apply``, with its
+result read by its convention (``output``); ranks import it.  An adapter remains only where
+the published API needs what no gather call has (an output buffer, an ``args`` namespace).
 
 The contract is the authors' claim, not the truth: finding where the two differ is the
 harness's job.  Gradient column: ``local`` = own slot of own cotangent, ``sum`` = sum over
 ranks of their cotangents' slot, ``none`` = not differentiable.
 
-====================== ========================================= ======== ==== =====
-name                   origin                                    ragged   dims grad
-====================== ========================================= ======== ==== =====
-pad_to_max_1d          StackOverflow 71433508 ``all_gather(q,..)`` yes      0    none
-pad_to_max_nd          its N-d extension ``all_gather_nd``       yes      0    none
-pad_unpad_by_value     same, padding removed by value            yes      0    none
-plain_all_gather       ``dist.all_gather`` + ``cat`` (MoCo)      no       any  none
-no_grad_local_trick    gather in no_grad, ``all_x[rank] = x``    no       any  local
-simclr_gather_layer    SimCLR ``GatherLayer``                    no       any  local
-bolts_sync_function    lightning-bolts ``SyncFunction``          no       0    sum
-clip4clip_all_gather   CLIP4Clip ``AllGather``                   no       0    sum
-all_gather_into_tensor ``dist.all_gather_into_tensor``           no       any  none
-all_gather_single      ``dist.all_gather_single`` (torch 2.13)   no       any  none
-lucidrains_all_gather  lucidrains ``AllGather(dim)``             yes      any  local
-lucidrains_all_reduce  same, ``all_reduce_grads=True``           yes      any  sum
-torch_nn_all_gather    ``torch.distributed.nn.functional``       no       any  sum
-all_gather_object      ``dist.all_gather_object``                yes      any  none
-functional_autograd    ``all_gather_tensor_autograd``            no       0    sum
-ours_sum               ``harness.ragged.all_gather_ragged``      yes      any  sum
-ours_local             same, ``grad="local"``                    yes      any  local
-ours_mean              same, ``grad="mean"``                     yes      any  mean
-====================== ========================================= ======== ==== =====
+====================== ========================================= ======== ==== ===== ======
+name                   origin                                    ragged   dims grad  output
+====================== ========================================= ======== ==== ===== ======
+pad_to_max_1d          StackOverflow 71433508 ``all_gather(q,..)`` yes      0    none  list
+pad_to_max_nd          its N-d extension ``all_gather_nd``       yes      0    none  list
+pad_unpad_by_value     same, padding removed by value            yes      0    none  list
+plain_all_gather       ``dist.all_gather`` + ``cat`` (MoCo)      no       any  none  tensor
+no_grad_local_trick    gather in no_grad, ``all_x[rank] = x``    no       any  local tensor
+simclr_gather_layer    SimCLR ``GatherLayer`` (``.apply``)       no       0    local list
+bolts_sync_function    lightning-bolts ``SyncFunction``          no       0    sum   tensor
+clip4clip_all_gather   CLIP4Clip ``AllGather``                   no       0    sum   tensor
+all_gather_into_tensor ``dist.all_gather_into_tensor``           no       any  none  tensor
+all_gather_single      ``dist.all_gather_single`` (torch 2.13)   no       any  none  tensor
+lucidrains_all_gather  lucidrains ``AllGather(dim)``             yes      any  local first
+lucidrains_all_reduce  same, ``all_reduce_grads=True``           yes      any  sum   first
+torch_nn_all_gather    ``torch.distributed.nn.functional``       no       0    sum   list
+all_gather_object      ``dist.all_gather_object``                yes      any  none  tensor
+functional_autograd    ``all_gather_tensor_autograd``            no       0    sum   tensor
+ours_sum               ``harness.ragged.all_gather_ragged``      yes      any  sum   tensor
+ours_local             same, ``grad="local"``                    yes      any  local tensor
+ours_mean              same, ``grad="mean"``                     yes      any  mean  tensor
+====================== ========================================= ======== ==== ===== ======
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ GLOO_DTYPES: tuple[str, ...] = tuple(name for name in ALL_DTYPES if name != "int
 
 @dataclass(frozen=True)
 class VariantSpec:
-    """One catalogue entry: a short id, the ``module:attr`` of its ``gather(x, dim)``, its claim."""
+    """One catalogue entry: a short id, the ``module:attr`` of its gather, its claim (and convention)."""
 
     name: str
     target: str
@@ -52,16 +55,16 @@ class VariantSpec:
     origin: str
 
 
-def _claim(ragged: bool, dims: str, grad: str) -> Contract:
-    """The authors' claim, over every dtype gloo supports."""
-    return Contract(ragged=ragged, dims=dims, dtypes=GLOO_DTYPES, grad=grad)
+def _claim(ragged: bool, dims: str, grad: str, output: str = "tensor") -> Contract:
+    """The authors' claim, over every dtype gloo supports, with the result's convention."""
+    return Contract(ragged=ragged, dims=dims, dtypes=GLOO_DTYPES, grad=grad, output=output)
 
 
 CATALOGUE: tuple[VariantSpec, ...] = (
     VariantSpec(
         "pad_to_max_1d",
         "harness.variants.padded:gather_1d",
-        _claim(ragged=True, dims="0", grad="none"),
+        _claim(ragged=True, dims="0", grad="none", output="list"),
         "The 1-D helper `all_gather(q, ws, device)` of StackOverflow answer 71433508, pasted "
         "into many training scripts: all_gather the local sizes, zero-pad to the max, "
         "all_gather the padded tensors, unpad with `t[:size]`. Claims tensors of different "
@@ -69,16 +72,16 @@ CATALOGUE: tuple[VariantSpec, ...] = (
     ),
     VariantSpec(
         "pad_to_max_nd",
-        "harness.variants.padded:gather_nd",
-        _claim(ragged=True, dims="0", grad="none"),
+        "harness.variants.padded:all_gather_nd",
+        _claim(ragged=True, dims="0", grad="none", output="list"),
         "`all_gather_nd(tensor)`, the N-d extension of the same answer: exchanges full "
         "shapes, pads and unpads along dim 0 by the recorded size. Claims ragged dim 0 with "
         "any number of (equal) extra dims.",
     ),
     VariantSpec(
         "pad_unpad_by_value",
-        "harness.variants.padded:gather_unpad_by_value",
-        _claim(ragged=True, dims="0", grad="none"),
+        "harness.variants.padded:all_gather_unpad_by_value",
+        _claim(ragged=True, dims="0", grad="none", output="list"),
         "The common rewrite of the pad-to-max helper that drops padding by value "
         "(`t[t != 0]`, row-wise for N-d) instead of by recorded size. Claims ragged dim 0; "
         "loses genuine zero rows of the data.",
@@ -101,15 +104,16 @@ CATALOGUE: tuple[VariantSpec, ...] = (
     ),
     VariantSpec(
         "simclr_gather_layer",
-        "harness.variants.contrastive:gather_layer",
-        _claim(ragged=False, dims="any", grad="local"),
+        "harness.variants.contrastive:GatherLayer",
+        _claim(ragged=False, dims="0", grad="local", output="list"),
         "SimCLR's `GatherLayer` autograd.Function (Spijkervet/SimCLR, copied into "
-        "solo-learn and OpenSelfSup): forward all_gathers into a tuple, backward returns "
-        "`grads[rank]`. Equal shapes; the local gradient.",
+        "solo-learn and OpenSelfSup), called as written: `GatherLayer.apply(x)` all_gathers "
+        "into a tuple of per-rank tensors; backward returns `grads[rank]`. Equal shapes; the "
+        "local gradient.",
     ),
     VariantSpec(
         "bolts_sync_function",
-        "harness.variants.contrastive:sync_function",
+        "harness.variants.contrastive:SyncFunction",
         _claim(ragged=False, dims="0", grad="sum"),
         "lightning-bolts SimCLR `SyncFunction`: all_gather + cat along dim 0, backward "
         "all_reduces (SUM) the cotangent and returns rows rank*batch:(rank+1)*batch. Equal "
@@ -121,7 +125,8 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum"),
         "CLIP4Clip's `AllGather` autograd.Function: all_gather + cat along dim 0, backward "
         "returns grad_output[rank*batch:(rank+1)*batch] without reduction. Its users rely on "
-        "it for a contrastive loss computed on every rank, i.e. believe it sums; it is local.",
+        "it for a contrastive loss computed on every rank, i.e. believe it sums; it is local. "
+        "Adapter: `AllGather.apply(x, args)` needs an `args` namespace (world_size, rank).",
     ),
     VariantSpec(
         "all_gather_into_tensor",
@@ -140,7 +145,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
     VariantSpec(
         "lucidrains_all_gather",
         "harness.variants.lucidrains:gather",
-        _claim(ragged=True, dims="any", grad="local"),
+        _claim(ragged=True, dims="any", grad="local", output="first"),
         "lucidrains' `AllGather(dim)` / `all_gather_variable_dim`: pad to the max along any "
         "dim, all_gather, select valid positions with an `arange < size` mask; backward "
         "splits the cotangent by size and keeps this rank's piece (local). The published "
@@ -149,17 +154,17 @@ CATALOGUE: tuple[VariantSpec, ...] = (
     VariantSpec(
         "lucidrains_all_reduce",
         "harness.variants.lucidrains:gather_all_reduce_grads",
-        _claim(ragged=True, dims="any", grad="sum"),
+        _claim(ragged=True, dims="any", grad="sum", output="first"),
         "The same with `all_reduce_grads=True`: backward all_reduces (SUM, in place) the "
         "incoming cotangent before splitting it. Claims the summed gradient.",
     ),
     VariantSpec(
         "torch_nn_all_gather",
-        "harness.variants.torch_builtin:nn_functional",
-        _claim(ragged=False, dims="any", grad="sum"),
-        "torch's own `torch.distributed.nn.functional.all_gather` (tuple of tensors with "
-        "autograd), concatenated along `dim`. Equal shapes; its backward reduce-scatters "
-        "the cotangents: the summed gradient.",
+        "torch.distributed.nn.functional:all_gather",
+        _claim(ragged=False, dims="0", grad="sum", output="list"),
+        "torch's own `torch.distributed.nn.functional.all_gather(tensor, group)`, called as "
+        "written: a tuple of per-rank tensors with autograd. Equal shapes; its backward "
+        "reduce-scatters the cotangents: the summed gradient.",
     ),
     VariantSpec(
         "all_gather_object",
@@ -178,7 +183,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
     ),
     VariantSpec(
         "ours_sum",
-        "harness.ragged:gather_sum",
+        "harness.ragged:all_gather_ragged",
         _claim(ragged=True, dims="any", grad="sum"),
         "This project's `harness.ragged.all_gather_ragged(x, dim)` with the default "
         "grad='sum': one shape exchange and one all_gather_single of max-padded input; "

@@ -65,25 +65,6 @@ class AllGather(torch.autograd.Function):
         return grad_output[ctx.batch_size * ctx.rank : ctx.batch_size * (ctx.rank + 1)], None
 
 
-def gather_layer(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """SimCLR ``GatherLayer`` the way solo-learn's ``gather`` uses it: ``cat(...apply(x), dim)``.
-
-    Forward all-gathers equal shapes into a tuple; backward copies ``grads[rank]`` into a
-    zero tensor, i.e. the *local* gradient: contributions from the other ranks' losses are
-    dropped (DDP's gradient averaging is what its users rely on to make up for it).
-    """
-    return torch.cat(GatherLayer.apply(x), dim=dim)
-
-
-def sync_function(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """lightning-bolts ``SyncFunction``: gathers along dim 0 only, whatever ``dim`` is asked.
-
-    Backward: clone the cotangent, ``all_reduce`` it (SUM) and return rows
-    ``rank*batch:(rank+1)*batch``, the *sum* contract for equal batch sizes along dim 0.
-    """
-    return SyncFunction.apply(x)
-
-
 def clip4clip(x: torch.Tensor, dim: int) -> torch.Tensor:
     """CLIP4Clip ``AllGather``: gathers along dim 0 only, whatever ``dim`` is asked.
 

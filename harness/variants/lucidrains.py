@@ -88,21 +88,24 @@ class AllGather(nn.Module):
         return AllGatherFunction.apply(x, self.dim, sizes, self.all_reduce_grads)
 
 
-def gather(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``AllGather(dim)(x)[0]``, the published default ``all_reduce_grads=False``.
+def gather(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``AllGather(dim)(x)``: the published module with its default ``all_reduce_grads=False``.
+
+    Returns the module's ``(gathered, sizes)`` pair, as published (read as ``first``); the
+    adapter only builds the module, whose constructor takes the dim.
 
     Ragged along any dim: sizes are exchanged, every rank pads to the max along ``dim``,
     gathers, and selects the valid positions with a mask built from ``arange < size``.
     Backward returns this rank's piece of its own cotangent: the *local* gradient.  With one
     rank the module returns ``x`` itself.
     """
-    return AllGather(dim)(x)[0]
+    return AllGather(dim)(x)
 
 
-def gather_all_reduce_grads(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``AllGather(dim, all_reduce_grads=True)(x)[0]``: claims the *sum* gradient.
+def gather_all_reduce_grads(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``AllGather(dim, all_reduce_grads=True)(x)``: claims the *sum* gradient.
 
     Backward all-reduces (SUM) the incoming cotangent in place, then splits it by the
     gathered sizes and returns this rank's piece.
     """
-    return AllGather(dim, all_reduce_grads=True)(x)[0]
+    return AllGather(dim, all_reduce_grads=True)(x)

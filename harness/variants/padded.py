@@ -49,19 +49,9 @@ def all_gather_unpad_by_value(tensor: torch.Tensor) -> list[torch.Tensor]:
     return [t[_nonzero_rows(t)] for t in padded]
 
 
-def gather_1d(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Adapter: :func:`all_gather` with the world size and device it asks for, then ``cat``."""
-    return torch.cat(all_gather(x, dist.get_world_size(), x.device), dim=dim)
-
-
-def gather_nd(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Adapter: :func:`all_gather_nd`, then ``cat`` along ``dim``."""
-    return torch.cat(all_gather_nd(x), dim=dim)
-
-
-def gather_unpad_by_value(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Adapter: :func:`all_gather_unpad_by_value`, then ``cat`` along ``dim``."""
-    return torch.cat(all_gather_unpad_by_value(x), dim=dim)
+def gather_1d(x: torch.Tensor) -> list[torch.Tensor]:
+    """Adapter: :func:`all_gather` with the world size and device it asks for (its list as returned)."""
+    return all_gather(x, dist.get_world_size(), x.device)
 
 
 def _padded_nd(tensor: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

@@ -1,20 +1,13 @@
-"""Gathers shipped with torch: ``torch.distributed.nn``, ``all_gather_object``, functional ones."""
+"""Adapters for gathers shipped with torch that need more than a gather call gives.
+
+``torch.distributed.nn.functional.all_gather`` needs none: the catalogue calls it as written.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-import torch.distributed.nn.functional as dist_nn
-
-
-def nn_functional(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``torch.cat(torch.distributed.nn.functional.all_gather(x), dim)``.
-
-    Returns a tuple of equally shaped tensors with autograd; the backward reduce-scatters
-    (on gloo: ``all_to_all`` then a sum) the per-slot cotangents, the *sum* contract.
-    """
-    return torch.cat(dist_nn.all_gather(x), dim=dim)
 
 
 def all_gather_object(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -1,0 +1,120 @@
+"""Finding (known: pytorch#144109, fail-fast PR #191472 open): DTensor.from_local(x, mesh,
+[Shard(0)], run_check=True, shape=..., stride=...) accepts local shards whose lengths are not the
+torch.chunk layout (here [2, 1, 1] for a global length 4, where Shard(0) means [2, 2, 0]);
+full_tensor() then SILENTLY returns wrong values (a padding zero inside, an element lost) and the
+backward silently returns wrong gradients (a 2-element cotangent chunk summed into a 1-element
+shard by autograd's shape reduction).  torch 2.13.0+cpu, gloo, 3 ranks.
+
+from_local's docstring: run_check "perform[s] sanity check across ranks to check each local
+tensor's meta information to ensure correctness"; shape "needs to be provided if the shape of
+local_tensor are different across the ranks".  Shard's docstring: "follows the torch.chunk(dim)
+semantic".  With run_check=True a non-chunk layout should raise, not give wrong answers.
+Run: timeout 60 python docs/findings/dtensor_from_local_non_chunk_shards.py   (exit 1 = reproduced)
+"""
+
+import torch
+
+# --- launcher: W gloo ranks on loopback, results back through a queue (torch + stdlib only) ---
+import os
+import socket
+import sys
+import time
+import traceback
+
+import torch.multiprocessing as mp
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank, world, port, fn, args, queue):
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        queue.put((rank, "ok", fn(rank, world, *args)))
+        dist.destroy_process_group()
+    except BaseException as exc:  # report it to the parent instead of dying silently
+        queue.put((rank, "error", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
+
+
+def launch(fn, world, *args, timeout=45.0):
+    """Run fn(rank, world, *args) on `world` spawned ranks; {rank: (status, value)}.
+
+    A rank that does not report within `timeout` seconds is killed and reported as "hang".
+    """
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=_rank_main, args=(r, world, port, fn, args, queue)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results, deadline = {}, time.monotonic() + timeout
+    while len(results) < world and time.monotonic() < deadline:
+        if not queue.empty():
+            rank, status, value = queue.get()
+            results[rank] = (status, value)
+        elif all(not p.is_alive() for p in procs) and queue.empty():
+            break
+        else:
+            time.sleep(0.02)
+    for rank, p in enumerate(procs):
+        p.join(timeout=2.0)
+        if p.is_alive():  # only the processes this script started
+            p.kill()
+            p.join()
+            results.setdefault(rank, ("hang", f"no report within {timeout:.0f} s"))
+        results.setdefault(rank, ("dead", f"exit code {p.exitcode}"))
+    return results
+
+
+LENGTHS = [2, 1, 1]
+
+
+def work(rank, world):
+    import warnings
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor, Shard
+
+    warnings.simplefilter("ignore")
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    xs = [torch.arange(n, dtype=torch.float32) + 10 * (r + 1) for r, n in enumerate(LENGTHS)]
+    total = sum(LENGTHS)
+    x = xs[rank].clone().requires_grad_(True)
+    dt = DTensor.from_local(x, mesh, [Shard(0)], run_check=True, shape=torch.Size([total]), stride=(1,))
+    y = dt.full_tensor()
+    cotangents = [torch.arange(total, dtype=torch.float32) + 100 * r for r in range(world)]
+    offset = sum(LENGTHS[:rank])
+    expected_grad = cotangents[rank][offset:offset + LENGTHS[rank]]  # full_tensor's own contract: local
+    try:
+        y.backward(cotangents[rank])
+        grad = x.grad.tolist()
+    except RuntimeError as exc:
+        grad = f"RuntimeError: {str(exc).splitlines()[0][:100]}"
+    return {"values": y.detach().tolist(), "expected": torch.cat(xs).tolist(),
+            "grad": grad, "expected_grad": expected_grad.tolist()}
+
+
+def main():
+    print(f"torch {torch.__version__}, backend gloo, 3 ranks, local lengths {LENGTHS} (global 4), run_check=True")
+    res = launch(work, len(LENGTHS))
+    reproduced = False
+    for rank in sorted(res):
+        status, value = res[rank]
+        if status != "ok":
+            print(f"rank {rank}: {status}: {value}")
+            continue
+        print(f"rank {rank}: full_tensor expected {value['expected']}, actual {value['values']}")
+        print(f"        x.grad     expected {value['expected_grad']}, actual {value['grad']}")
+        reproduced |= value["values"] != value["expected"] or value["grad"] != value["expected_grad"]
+    print("\nREPRODUCED (silently wrong, no error from run_check=True)" if reproduced else "\nnot reproduced")
+    return 1 if reproduced else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The calling-convention probe: a few cheap calls on real ranks, before any Hypothesis example.
+
+A rank reads the target's signature (:func:`plan_on_rank`: how to call it), then the
+smallest in-contract cases (W=1, and the smallest W >= 2 the contract allows) run once each
+through the ordinary procedure in ``detect`` mode, and the result's structure names the
+output convention (or confirms the declared one).  Three outcomes:
+
+- the target fits: a :class:`Convention`, and the contract it implies (a target taking only
+  ``x`` gathers along dim 0 only; a ``stack`` result needs equal shapes);
+- it fits no convention: :class:`~harness.conventions.Misfit`, one line naming what came
+  back and the option that would fit -- a usage error (exit 2), never a finding;
+- it failed on the probe case itself (raised inside its own code, hung, crashed): the
+  failing :class:`~harness.pool.Outcome`, which the search reports as a finding at once,
+  without a minute of shrinking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from harness import targets
+from harness.case import Case, RankSpec
+from harness.contract import Contract
+from harness.conventions import Call, Misfit, plan_call
+from harness.pool import Outcome, RankSets
+from harness.targets import TargetError
+
+#: How long a rank may take to import the target: real projects import a lot on top of torch.
+IMPORT_TIMEOUT_S = 60.0
+#: The probe's input on every rank: 1-d, the same length everywhere (in every contract), and
+#: a length no W-long sizes tensor has at the probe's world sizes (1 and 2), so a ``(gathered,
+#: sizes)`` pair never looks like a list of per-rank pieces.
+PROBE_SHAPE = (3,)
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How the harness calls a target and reads its result, and how that was decided."""
+
+    call: Call
+    output: str
+    detected: bool
+
+    def describe(self) -> str:
+        """E.g. ``f(x, dim) -> list (detected)``."""
+        return f"{self.call.describe()} -> {self.output} ({'detected' if self.detected else 'declared'})"
+
+
+@dataclass
+class Probe:
+    """What the probe found: the convention and the contract it implies, or the probe case that failed."""
+
+    contract: Contract
+    convention: Convention
+    notes: list[str]
+    failed: Outcome | None = None
+
+
+def plan_on_rank(target: str, needs_group: bool) -> dict:
+    """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``)."""
+    return plan_call(targets.load(target), needs_group=needs_group).to_dict()
+
+
+def plan(pool: RankSets, target: str, contract: Contract) -> Call:
+    """How to call ``target``, read from its signature on ranks (the driver never imports it).
+
+    Every rank of the smallest world the contract allows imports the target: they are the
+    ranks the probe cases run on next.
+    """
+    results = pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
+                        backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
+    result = next((res for res in results if res is None or res.error), results[0])
+    if result is None:
+        raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
+    if result.error:
+        reason = (result.error or "").strip().splitlines()[-1].partition(": ")[2]
+        if result.error_type == "Misfit":
+            raise Misfit(f"target {target!r}: {reason}")
+        if result.error_type == "TargetError":
+            raise TargetError(reason)
+        raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
+    return Call(**result.value)
+
+
+def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
+    """Plan the call, then run the probe cases; see the module docstring."""
+    call = plan(pool, target, contract)
+    declared = "" if contract.output == "auto" else contract.output
+    output, notes = declared or "tensor", list[str]()
+    for world in probe_world_sizes(contract):
+        case = probe_case(contract, world, dtype, output)
+        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout, detect=True,
+                           declared=declared)
+        if outcome.fault or outcome.errors:
+            return Probe(contract, Convention(call, output, not declared), notes, failed=outcome)
+        output = _reading(outcome, world, target)
+    implied = contract
+    if not call.takes_dim and contract.dims != "0":
+        implied = replace(implied, dims="0")
+        notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
+    if output == "stack" and contract.ragged:
+        implied = replace(implied, ragged=False)
+        notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
+    return Probe(replace(implied, output=output), Convention(call, output, not declared), notes)
+
+
+def probe_world_sizes(contract: Contract) -> list[int]:
+    """The smallest world the contract allows, and the smallest one of 2 or more if that is larger."""
+    low, high = contract.world_sizes
+    sizes = [low]
+    if low < 2 <= high:
+        sizes.append(2)
+    return sizes
+
+
+def probe_case(contract: Contract, world: int, dtype: str, output: str) -> Case:
+    """``world`` ranks holding ``(2,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient."""
+    groups = (tuple(range(world)),) if contract.groups else ()
+    return Case(ranks=tuple(RankSpec(PROBE_SHAPE) for _ in range(world)), dim=0, dtype=dtype, grad="none",
+                backend=contract.backends[0], device=contract.devices[0], groups=groups, output=output)
+
+
+def _reading(outcome: Outcome, world: int, target: str) -> str:
+    """The one convention every rank's result fits; :class:`Misfit` otherwise."""
+    results = [res for res in outcome.results if res is not None and not res.idle]
+    misfits = [res for res in results if res.misfit]
+    if misfits:
+        raise Misfit(f"target {target!r}: called on {world} rank(s), rank {misfits[0].rank} {misfits[0].misfit}")
+    readings = {res.rank: res.detected for res in results}
+    if len(set(readings.values())) > 1:
+        shown = ", ".join(f"rank {r}: {output}" for r, output in readings.items())
+        raise Misfit(f"target {target!r}: called on {world} ranks, their results read differently ({shown}); "
+                     f"declare --output to check one way")
+    return next(iter(readings.values()))

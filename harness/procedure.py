@@ -1,0 +1,253 @@
+"""What one rank does with one case: the one procedure behind every verdict, and every repro.
+
+A rank rebuilds its input from the case, calls the target the way its calling convention
+says, reads the result, runs the backward pass with its own cotangent, then calls the
+target twice more (on the companion input, every bit inverted, and on the same input
+again) and reports what it observed as a :class:`RankResult`.  It never decides whether the
+result is right: :mod:`harness.checks` does, on the driver, and -- from the very same
+sources -- inside a repro script, which embeds this module to run exactly what the harness ran.
+
+Group layouts: every rank of the world creates every group of the case's layout, in the
+layout's order (``new_group`` is collective over the world), once per rank process; an idle
+rank then returns at once, a member calls the target with its group.
+
+This module is embedded in repro scripts: it imports only torch, the standard library and
+the other embedded modules (``case``, ``conventions``), relatively.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .case import Case, make_cotangent, make_input
+from .conventions import Call, Misfit, check_fits, detect_output, read
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Run ``target`` on a case, called as ``call`` says.
+
+    - ``check_grad``: run the backward pass with the rank's cotangent.
+    - ``repeat``: call the target twice more, on the companion input (a shared output buffer
+      would change the first result) and on the original input again (the same case must give
+      the same bits).
+    - ``detect``: the calling-convention probe: call once and report which output convention
+      the result fits (``case.output`` is then the declared one, or ``"tensor"`` for auto).
+    - ``declared``: with ``detect``, the output convention the user declared (``""``: auto).
+    """
+
+    case: Case
+    target: str
+    call: Call = field(default_factory=Call)
+    check_grad: bool = False
+    repeat: bool = True
+    detect: bool = False
+    declared: str = ""
+
+
+@dataclass
+class RankResult:
+    """Everything one rank observed; tensors are detached CPU copies with their strides kept.
+
+    ``output`` holds the result's pieces as read by its convention (one tensor, or W for
+    ``list``), copied right after the first call; ``output_later`` the same tensor objects as
+    they read after the backward pass and the further calls (a shared buffer shows up as a
+    difference); ``companion_output`` the pieces of the result on the companion input and
+    ``repeat_output`` those of the third call, on the original input again.  A piece on the
+    meta device has no values: its copy is ``None`` and its device says ``meta``.
+    """
+
+    rank: int
+    idle: bool = False
+    device: str = "cpu"
+    output: list[torch.Tensor | None] | None = None
+    output_devices: list[str] = field(default_factory=list)
+    output_requires_grad: bool = False
+    output_later: list[torch.Tensor | None] | None = None
+    companion_output: list[torch.Tensor | None] | None = None
+    repeat_output: list[torch.Tensor | None] | None = None
+    grad: torch.Tensor | None = None
+    grad_device: str | None = None
+    input_after: torch.Tensor | None = None
+    input_stride_after: tuple[int, ...] | None = None
+    detected: str = ""
+    misfit: str = ""
+    error: str | None = None
+    error_type: str | None = None
+    error_phase: str | None = None
+    collectives: list[str] = field(default_factory=list)
+    bytes_sent: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    leaked: list[str] = field(default_factory=list)
+    value: Any = None  # the return value of a helper ``call``
+
+
+# -- groups ----------------------------------------------------------------------------------------
+
+_GROUPS: dict[tuple[int, ...], Any] = {}
+
+
+def group_for(case: Case, rank: int) -> Any:
+    """This rank's process group for ``case`` (``None``: no group is passed), creating the layout's groups.
+
+    Every rank creates every group of the layout in order, so ranks never disagree on which
+    ``new_group`` call comes next; groups are kept for later cases of this process.  A group
+    spanning the whole world is the world group itself.
+    """
+    if not case.groups:
+        return None
+    world = tuple(range(dist.get_world_size()))
+    for members in case.groups:
+        if members not in _GROUPS:
+            _GROUPS[members] = dist.group.WORLD if members == world else dist.new_group(list(members))
+    return _GROUPS.get(case.members(rank))
+
+
+# -- the procedure -----------------------------------------------------------------------------------
+
+
+def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankResult:
+    """Run ``request`` on this rank (``device``: where its tensors live) and report what was observed.
+
+    Exceptions from the target (anything, ``SystemExit`` included) are reported with the
+    phase they came from; global state a target may change is put back afterwards.
+    """
+    case, call = request.case, request.call
+    result = RankResult(rank=rank, device=device)
+    phase = "setup"
+    baseline = _process_resources()
+    try:
+        group = group_for(case, rank)
+        baseline = _process_resources()  # a new group's connections are the harness's, not the target's
+        if case.idle(rank):
+            result.idle = True
+            return result
+        world = len(case.members(rank))
+        x = make_input(case, rank, requires_grad=request.check_grad, device=device)
+        stride_before = x.stride()
+        phase = "forward"
+        started = time.perf_counter()
+        y = call.invoke(target, x, case.dim, group, pass_group=bool(case.groups))
+        result.timings["forward_s"] = time.perf_counter() - started
+        if request.detect:
+            _detect(result, y, x, world, case.dim, request.declared)
+            return result
+        reading = read(y, case.output, world, case.dim)
+        result.output, result.output_devices = _copies(reading.pieces), [str(t.device) for t in reading.pieces]
+        result.output_requires_grad = reading.flowing.requires_grad
+        if request.check_grad:
+            phase = "backward"
+            result.grad = _gradient(reading.flowing, x, make_cotangent(case, rank, device=device))
+            result.grad_device = None if result.grad is None else device_of(result.grad)
+            result.grad = None if result.grad is None else _cpu(result.grad)
+        if request.repeat:
+            phase = "repeat"
+            companion = make_input(case, rank, device=device, companion=True)
+            second = call.invoke(target, companion, case.dim, group, pass_group=bool(case.groups))
+            result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
+            result.output_later = _copies(reading.pieces)
+            third = call.invoke(target, x, case.dim, group, pass_group=bool(case.groups))
+            result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
+        result.input_after = _cpu(x)
+        result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
+    except BaseException as exc:  # report everything, including SystemExit from a variant
+        record_error(result, exc, phase)
+    finally:
+        restore_globals()
+        result.leaked = _leaks(baseline)
+    return result
+
+
+
+def record_error(result: RankResult, exc: BaseException, phase: str) -> RankResult:
+    """Note in ``result`` that ``exc`` was raised in ``phase``, with its traceback."""
+    result.error = "".join(traceback.format_exception(exc))
+    result.error_type = type(exc).__name__
+    result.error_phase = phase
+    return result
+
+
+def device_of(t: torch.Tensor) -> str:
+    """``cpu``, ``meta`` or ``cuda:k``: the device with its index, as the device property compares it."""
+    return str(t.device)
+
+
+def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, dim: int, declared: str) -> None:
+    """The probe's reading: which convention ``y`` fits, or why none does."""
+    try:
+        if declared:
+            check_fits(y, declared, x, world, dim)
+            result.detected = declared
+        else:
+            result.detected = detect_output(y, x, world, dim)
+    except Misfit as misfit:
+        result.misfit = str(misfit)
+
+
+def _gradient(flowing: torch.Tensor, x: torch.Tensor, cotangent: torch.Tensor) -> torch.Tensor | None:
+    if not flowing.requires_grad:
+        raise TypeError("the output does not require grad: the variant is not differentiable")
+    (grad,) = torch.autograd.grad(flowing, x, cotangent, allow_unused=True)
+    return grad
+
+
+def _copies(pieces: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    return [_cpu(t) for t in pieces]
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor | None:
+    """A detached CPU copy with the same strides (``clone`` preserves dense layouts).
+
+    ``None`` for a meta tensor, which has no values: the device check reports it.
+    """
+    if t.device.type == "meta":
+        return None
+    return t.detach().to("cpu", copy=True) if t.device.type != "cpu" else t.detach().clone()
+
+
+# -- what a target can leave behind ---------------------------------------------------------------
+
+
+def restore_globals() -> None:
+    """Undo global torch state a target may change, so it cannot leak into the next case.
+
+    Grad mode, the default dtype and device, anomaly detection and the deterministic-
+    algorithms switch: what gathers (and the code around them) are seen to flip.
+    """
+    torch.set_grad_enabled(True)
+    torch.set_default_dtype(torch.float32)
+    torch.set_default_device(None)
+    if torch.is_anomaly_enabled():
+        torch.autograd.set_detect_anomaly(False)
+    if torch.are_deterministic_algorithms_enabled():  # switching it imports torch._inductor: only when needed
+        torch.use_deterministic_algorithms(False)
+
+
+def _process_resources() -> tuple[int, int]:
+    return threading.active_count(), _open_fds()
+
+
+def _leaks(baseline: tuple[int, int]) -> list[str]:
+    """Threads and file descriptors the call left behind (the pool replaces such a rank)."""
+    threads, fds = _process_resources()
+    leaked = []
+    if threads > baseline[0]:
+        leaked.append(f"{threads - baseline[0]} thread(s) still running")
+    if fds > baseline[1]:
+        leaked.append(f"{fds - baseline[1]} file descriptor(s) left open")
+    return leaked
+
+
+def _open_fds() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
