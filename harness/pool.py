@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import multiprocessing
 import os
 import shutil
 import signal

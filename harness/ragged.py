@@ -18,8 +18,19 @@ from torch.autograd.function import once_differentiable
 from torch.distributed import ProcessGroup
 
 GRADS: tuple[str, ...] = ("sum", "local", "mean")
-# torch 2.13 deprecates all_gather_into_tensor in favour of all_gather_single (same collective).
-_all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+def _all_gather_single(output: torch.Tensor, input: torch.Tensor, group: ProcessGroup | None) -> None:
+    """torch 2.13's ``all_gather_single`` (older: ``all_gather_into_tensor``, the same collective).
+
+    Looked up on every call, so a wrapper installed on ``torch.distributed`` later (the
+    harness's collective log) sees it.
+    """
+    getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(output, input, group=group)
+
+
+def _reduce_scatter_single(output: torch.Tensor, input: torch.Tensor, group: ProcessGroup | None) -> None:
+    """torch 2.13's ``reduce_scatter_single`` (older: ``reduce_scatter_tensor``), summing."""
+    getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(output, input, op=dist.ReduceOp.SUM,
+                                                                        group=group)
 
 
 def all_gather_ragged(
@@ -69,7 +80,7 @@ class _RaggedGather(torch.autograd.Function):
         padded = front.new_zeros((longest, *front.shape[1:]))
         padded[: front.shape[0]] = front
         gathered = padded.new_empty((len(lengths) * longest, *front.shape[1:]))
-        _all_gather_single(gathered, padded, group=group)
+        _all_gather_single(gathered, padded, group)
         ctx.dim, ctx.grad, ctx.group, ctx.rows = dim, grad, group, rows
         ctx.longest, ctx.slot = longest, _slot(lengths, dist.get_rank(group))
         return gathered.index_select(0, rows).movedim(0, dim).contiguous()
@@ -93,7 +104,7 @@ def _exchange_lengths(front: torch.Tensor, group: ProcessGroup | None) -> list[i
     world = dist.get_world_size(group)
     shape = torch.tensor(front.shape, dtype=torch.int64, device=front.device)
     shapes = shape.new_empty(world * front.ndim)  # gloo takes only the flat (concatenated) form
-    _all_gather_single(shapes, shape, group=group)
+    _all_gather_single(shapes, shape, group)
     shapes = shapes.view(world, front.ndim)
     rest = shapes[:, 1:]
     if not bool((rest == rest[0]).all()):
@@ -126,5 +137,5 @@ def _reduce_scatter_slots(
     padded = front.new_zeros((dist.get_world_size(group) * longest, *front.shape[1:]))
     padded.index_copy_(0, rows, front)
     mine = padded.new_empty((longest, *front.shape[1:]))
-    dist.reduce_scatter_tensor(mine, padded, op=dist.ReduceOp.SUM, group=group)
+    _reduce_scatter_single(mine, padded, group)
     return mine

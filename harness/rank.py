@@ -43,6 +43,7 @@ RECORDED: dict[str, int | None] = {
     "broadcast": 0,
     "reduce_scatter": None,
     "reduce_scatter_tensor": 1,
+    "reduce_scatter_single": 1,
     "all_to_all": None,
     "all_to_all_single": 1,
     "barrier": None,
@@ -60,7 +61,7 @@ RECORDED: dict[str, int | None] = {
 #: difference at the same place in two ranks' sequences is a desync (gloo aborts or hangs).
 SAME_PAYLOAD: frozenset[str] = frozenset({
     "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_single", "all_reduce", "reduce",
-    "broadcast", "reduce_scatter_tensor", "gather",
+    "broadcast", "reduce_scatter_tensor", "reduce_scatter_single", "gather",
 })
 #: Point-to-point ops: a sender and its receiver enter different ones at the same place.
 POINT_TO_POINT: frozenset[str] = frozenset({"send", "recv"})

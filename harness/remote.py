@@ -54,6 +54,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge, wait
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -516,6 +517,21 @@ def _answer_side(conn: Connection, log: CollectiveLog, main_ident: int) -> None:
         send(conn, "stack", {"stack": _main_stack(main_ident), "ledger": log.text()})
 
 
+def _read_address_file(path: str, deadline: float) -> str:
+    """The ``HOST:PORT`` a driver wrote to ``path`` (atomically), once it is there."""
+    while True:
+        try:
+            text = Path(path).read_text().strip()
+        except FileNotFoundError:
+            text = ""
+        if text:
+            return text
+        if time.monotonic() >= deadline:
+            raise UsageError(f"--driver-file {path}: no address appeared there; start the driver with "
+                             f"--address-file {path} first")
+        time.sleep(0.2)
+
+
 def worker_main(argv: list[str] | None = None) -> int:
     """``torchrun ... -m harness.remote --driver HOST:PORT``: serve the driver until it stops us.
 
@@ -524,12 +540,17 @@ def worker_main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="torchrun ... -m harness.remote",
                                      description="A rank serving a gather-harness driver (see harness.remote).")
-    parser.add_argument("--driver", required=True, metavar="HOST:PORT", help="the address the driver printed")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--driver", metavar="HOST:PORT", help="the address the driver printed")
+    where.add_argument("--driver-file", metavar="PATH",
+                       help="read HOST:PORT from PATH, the driver's --address-file, waiting for it to appear")
     parser.add_argument("--connect-timeout", type=float, default=DEFAULT_DIAL_TIMEOUT_S, metavar="SECONDS",
                         help=f"how long to keep dialling the driver (default: {DEFAULT_DIAL_TIMEOUT_S:g})")
     args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.connect_timeout
     try:
-        address = parse_address(args.driver, "--driver")
+        driver = args.driver or _read_address_file(args.driver_file, deadline)
+        address = parse_address(driver, "--driver")
         identity = torchrun_identity()
         authkey = os.environ.get(AUTHKEY_ENV, "").encode()
         if not authkey:
@@ -538,17 +559,16 @@ def worker_main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     die_with_parent(os.getppid())
-    deadline = time.monotonic() + args.connect_timeout
     try:
         main_conn, side_conn = (_greet_driver(address, authkey, deadline, {**identity, "channel": channel})
                                 for channel in ("main", "side"))
     except AuthenticationError:
-        print(f"error: the driver at {args.driver} refused this rank: {AUTHKEY_ENV} differs from the driver's",
+        print(f"error: the driver at {driver} refused this rank: {AUTHKEY_ENV} differs from the driver's",
               file=sys.stderr)
         return 2
     except TimeoutError:
         restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-        print(f"gather-harness: no driver answered at {args.driver} within {args.connect_timeout:g} s"
+        print(f"gather-harness: no driver answered at {driver} within {args.connect_timeout:g} s"
               + ("; the run is over" if restarted else ""), file=sys.stderr)
         return 0 if restarted else 1
     log = CollectiveLog(None)

@@ -1,0 +1,67 @@
+"""The README runs as printed: every ``bash`` block but the two set-up commands.
+
+Each block runs with ``bash`` in a scratch directory holding a copy of ``examples/`` (and
+nothing else of the repository), with this environment's ``python`` and ``torchrun`` first on
+``PATH``.  A command line may end with ``# exit N`` to state the exit status it must have;
+every other command must exit 0.  The two set-up commands create a virtual environment and
+install the project: ``.ci/run`` runs the second of them on every CI run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+_EXPECTED = re.compile(r"\s*#\s*exit (\d+)\s*$")
+#: The whole budget of a block: a check starts in seconds; the scale-out block starts ten ranks.
+BLOCK_TIMEOUT_S = 240
+
+
+def bash_blocks() -> list[str]:
+    return [block for block in _BLOCK.findall((ROOT / "README.md").read_text()) if "-m venv" not in block]
+
+
+def checked_script(block: str) -> str:
+    """``block`` as a script in which every command's exit status is checked.
+
+    Continuation lines are joined; ``cmd  # exit N`` must exit N, any other command 0;
+    ``cmd &`` is left to its ``wait``.
+    """
+    lines = ["set -u"]
+    for number, command in enumerate(block.replace("\\\n", " ").splitlines(), 1):
+        if not command.strip():
+            continue
+        expected = _EXPECTED.search(command)
+        command = _EXPECTED.sub("", command) if expected else command
+        if command.rstrip().endswith("&"):
+            lines.append(command)
+            continue
+        want = int(expected.group(1)) if expected else 0
+        lines.append(f"{command}\nstatus=$?; if [ $status -ne {want} ]; then "
+                     f"echo 'README line {number} exited '$status', not {want}' >&2; exit 99; fi")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("block", bash_blocks(), ids=lambda block: block.strip().splitlines()[0][:60])
+def test_the_readme_block_runs_as_printed(block: str, tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for name in ("PYTEST_XDIST_WORKER", "GATHER_HARNESS_DIR", "GATHER_HARNESS_DATABASE"):
+        env.pop(name, None)
+    done = subprocess.run(["bash", "-c", checked_script(block)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=BLOCK_TIMEOUT_S)
+    assert done.returncode == 0, f"{block}\n--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
+
+
+def test_the_readme_has_the_blocks_this_test_promises() -> None:
+    text = "\n".join(bash_blocks())
+    for command in ("--help", "check examples/", "report --variants", "replay", "harness.remote"):
+        assert command in text, command
