@@ -31,9 +31,10 @@ from hypothesis import settings
 
 from harness import capabilities, files, profiles, repro
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
+from harness.finding import Finding
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
-from harness.search import CheckReport, Finding, Progress, run_check
+from harness.search import CheckReport, Progress, run_check
 from harness.strategies import simplest_first
 from harness.targets import split_target
 
@@ -269,7 +270,7 @@ def failure_text(report: CheckReport) -> str:
 def finding_text(finding: Finding) -> str:
     """The property, the minimal case, what each rank got versus the reference, and the repro."""
     run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
-    return f"{finding.message}\nrepro: {finding.repro}\n  run: {run}"
+    return f"{finding.text()}\nrepro: {finding.repro}\n  run: {run}"
 
 
 __all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "Prepared", "build_contract", "check_gather", "execute",

@@ -262,7 +262,7 @@ def _exact_int_limit(dtype: torch.dtype) -> int:
         return 1
     if not (dtype.is_floating_point or dtype.is_complex):
         return int(torch.iinfo(dtype).max)
-    mantissa = {torch.float16: 11, torch.bfloat16: 8}.get(dtype, 24)
+    mantissa = {torch.float16: 11, torch.bfloat16: 8, torch.float64: 53}.get(dtype, 24)
     return 2**mantissa
 
 
@@ -297,12 +297,14 @@ def _padding_like(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _special_floats(dtype: torch.dtype) -> torch.Tensor:
-    """NaNs with payloads and signs, ±inf, ±0, subnormals, extremes, as raw bits of ``dtype``."""
+    """NaNs with payloads and signs, ±inf, ±0, subnormals, extremes, the largest exact integers
+    (2**p, past which not every integer is representable), as raw bits of ``dtype``."""
     base = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
     info = torch.finfo(base)
+    largest_exact = float(_exact_int_limit(base))
     plain = torch.tensor(
         [float("inf"), float("-inf"), 0.0, -0.0, info.tiny, -info.tiny, info.max, info.min,
-         info.smallest_normal / 2, 1.0, -1.0, float("nan")],
+         info.smallest_normal / 2, largest_exact, -largest_exact, 1.0, -1.0, float("nan")],
         dtype=torch.float64,
     ).to(base)
     # NaNs with payloads built from bits: quiet NaN with low payload, negative NaN, signalling-ish.

@@ -54,9 +54,10 @@ from harness.case import Case
 from harness.checks import check_misuse, check_outcome
 from harness.contract import Contract, UsageError, parse_world_sizes
 from harness.conventions import Misfit
+from harness.finding import Finding, format_violations
 from harness.output import ProgressLine
 from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
-from harness.search import Finding, Progress, format_violations
+from harness.search import Progress
 from harness.targets import TargetError
 from harness.variants import CATALOGUE, by_name
 

@@ -102,7 +102,7 @@ def check_markdown(report: CheckReport) -> str:
         rows = [[f.property, f.kind, f"`{f.case.describe()}`", f"`{f.repro}`"] for f in findings]
         lines += ["", markdown_table(["property", "kind", "minimal case", "repro"], rows)]
         for finding in findings:
-            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding.message, "```",
+            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding.text(), "```",
                       "", "</details>"]
     return "\n".join(lines) + "\n"
 

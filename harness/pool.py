@@ -20,8 +20,9 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -39,11 +40,17 @@ from harness.protocol import LEDGER_BYTES, Ledger, RankInit, last_entered, read_
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
-#: How often the controller reads the ranks' collective ledgers while it waits for them.
-POLL_S = 0.05
+#: How often the controller reads the ranks' collective ledgers while it waits for them: often
+#: at first (a desync shows within milliseconds), then less so.
+POLL_S = (0.005, 0.02)
+_FAST_POLLS_S = 0.1
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
 DEFAULT_TIMEOUT_S = 10.0
+#: Sets kept starting in the background for a key that has had a fault: shrinking a fault
+#: replaces the set at every step (measured on the 2-core box: a W=2 step took 90 ms with a
+#: set started on demand, 60-65 ms with a spare; a second spare gained nothing, CPU-bound).
+SPARES = 1
 #: Resident memory of one warm rank (torch 2.13, gloo, CPU box: 240 MB measured, 216 MB of it
 #: anonymous): what bounds how many local ranks a machine holds.
 RANK_MEMORY_BYTES = 256 * 2**20
@@ -104,6 +111,7 @@ class Outcome:
     faults: list[RankFault] = field(default_factory=list)
     elapsed_s: float = 0.0
     desync: str = ""
+    history: tuple[tuple[Case, bool], ...] = ()
 
     @property
     def errors(self) -> list[RankResult]:
@@ -128,14 +136,49 @@ class RankSet:
         self.logs: list[str] = []
         self.stacks: list[str] = []
         self.broken = False
+        self.ready = False
+        self.spawner: threading.Thread | None = None
+        self.spawned_at = 0.0
         self.startup_s = 0.0
         self.closed: set[int] = set()
+        #: The cases run since the target's state on these ranks was last fresh (set start or
+        #: module reload), with their ``repeat`` flags: what a history-dependent finding needs.
+        self.history: list[tuple[Case, bool]] = []
+        self.reload_next = False
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self, timeout: float) -> None:
-        started = time.perf_counter()
+        """Start the ranks and wait until every one has joined the group."""
+        self.spawn()
+        self.await_ready(timeout)
+
+    def spawn(self, *, background: bool = False) -> None:
+        """Start the rank processes; they join their group on their own (see :meth:`await_ready`).
+
+        ``background``: ask the forkserver for them from a thread (each fork takes it ~15 ms,
+        during which the caller can run a case on another set).
+        """
+        self.spawned_at = time.perf_counter()
+        if background:
+            self.spawner = threading.Thread(target=self._spawn_all, name="gather-spawn-spare", daemon=True)
+            self.spawner.start()
+        else:
+            self._spawn_all()
+
+    def _spawn_all(self) -> None:
         for r in range(self.world_size):
             self._spawn(r)
+
+    def _await_spawner(self) -> None:
+        if self.spawner is not None:
+            self.spawner.join()
+            self.spawner = None
+
+    def await_ready(self, timeout: float) -> None:
+        """Wait for every rank's ``ready``; raise :class:`PoolError` naming one that did not come."""
+        if self.ready:
+            return
+        self._await_spawner()
         deadline = time.monotonic() + timeout
         for r, conn in enumerate(self.conns):
             if not self._wait_ready(r, conn, deadline):
@@ -145,7 +188,8 @@ class RankSet:
                     f"rank {r} of a {self.backend}/{self.device} group of {self.world_size} did not start "
                     f"within {timeout:.0f}s{': ' + tail.strip() if tail.strip() else ''}"
                 )
-        self.startup_s = time.perf_counter() - started
+        self.ready = True
+        self.startup_s = time.perf_counter() - self.spawned_at
 
     def _spawn(self, r: int) -> None:
         ctx = self.pool.context
@@ -194,6 +238,7 @@ class RankSet:
 
     def stop(self) -> None:
         """Ask ranks to leave cleanly; kill whatever does not."""
+        self._await_spawner()
         for conn in self.conns:
             try:
                 send(conn, "stop", None)
@@ -204,36 +249,47 @@ class RankSet:
         self.kill()
 
     def kill(self) -> None:
+        """SIGKILL every rank at once; the forkserver, their parent, reaps them.
+
+        No join: a killed process is gone when the signal lands, and waiting for the
+        forkserver to report each status cost more than the rest of a shrinking step.
+        """
         self.broken = True
+        self._await_spawner()
         for proc in self.procs:
-            if proc.is_alive():
-                proc.kill()
-        for proc in self.procs:
-            proc.join(timeout=5.0)
+            if proc.pid is not None and proc.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
         for conn in self.conns:
             conn.close()
         self.conns = []
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, request: RunRequest, timeout: float) -> Outcome:
+    def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True) -> Outcome:
         """Run one case; after a fault (the ranks may be out of step) or a leak the set is dropped.
 
         A case where every rank returned, errors included, with the collectives of each group
-        in step leaves the set usable: the next case runs on the same warm ranks.
+        in step leaves the set usable: the next case runs on the same warm ranks.  Without
+        ``diagnose`` a fault is classified but its ranks' stacks and logs are not collected
+        (shrinking runs hundreds of faulty cases; only the reported one needs them).
         """
         started = time.perf_counter()
+        if self.reload_next:
+            request, self.reload_next, self.history = replace(request, reload=True), False, []
         log_offsets = [_size(path) for path in self.logs]
         layout = request.case.layout()
         results = self._exchange("run", request, timeout, layout)
-        outcome = Outcome(case=request.case, results=results)
+        outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = _Ledgers(self.last, layout)
         outcome.fault, outcome.desync = _classify(results, self._dead(), ledgers)
         if outcome.fault:
-            outcome.faults = self._diagnose(results, log_offsets)
+            outcome.faults = self._diagnose(results, log_offsets) if diagnose else []
             if outcome.fault == "hang" and ledgers.stuck_for_good(results):
                 outcome.fault, outcome.desync = "desync", ledgers.stuck_for_good(results)
         if outcome.fault or any(res is not None and res.leaked for res in results):
             self.kill()
+        else:
+            self.history.append((request.case, request.repeat))
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
 
@@ -260,13 +316,16 @@ class RankSet:
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = self._sentinels()
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         ledgers = _Ledgers(self.last, layout)
         while pending:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 break
-            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, POLL_S)):
+            poll = POLL_S[0] if now - started < _FAST_POLLS_S else POLL_S[1]
+            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, poll)):
                 if item in sentinels:
                     del sentinels[item]
                     deadline = min(deadline, time.monotonic() + GRACE_S)
@@ -346,13 +405,32 @@ class RankSets:
         raise NotImplementedError
 
     def run(self, case: Case, target: str, *, call: Call | None = None, check_grad: bool | None = None,
-            repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "") -> Outcome:
-        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks (see :class:`RunRequest`)."""
+            repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "",
+            diagnose: bool = True) -> Outcome:
+        """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks (see :class:`RunRequest`
+        and :meth:`RankSet.run`)."""
         check_grad = case.grad != "none" if check_grad is None else check_grad
         request = RunRequest(case=case, target=target, call=call or Call(), check_grad=check_grad, repeat=repeat,
                              detect=detect, declared=declared)
         rank_set = self.rank_set(case.backend, case.device, case.world_size)
-        return rank_set.run(request, self.timeout if timeout is None else timeout)
+        return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose)
+
+    def forget_state(self, case: Case) -> None:
+        """After a case failed: the target's module is executed afresh before the next case on
+        these ranks, so state it keeps between calls cannot decide the next verdict."""
+        rank_set = self.existing(case.backend, case.device, case.world_size)
+        if rank_set is not None:
+            rank_set.reload_next = True
+
+    def fresh(self, case: Case) -> None:
+        """The next case of ``case``'s kind runs on ranks that have run nothing before."""
+        rank_set = self.existing(case.backend, case.device, case.world_size)
+        if rank_set is not None:
+            rank_set.kill()
+
+    def existing(self, backend: str, device: str, world_size: int) -> RankSet | None:
+        """The live set for this key, if there is one (never starts one)."""
+        raise NotImplementedError
 
     def call(self, world_size: int, target: str, *args: Any, backend: str = "gloo", device: str = "cpu",
              timeout: float | None = None) -> list[RankResult | None]:
@@ -375,6 +453,8 @@ class Pool(RankSets):
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=60))
         self.sets: dict[tuple[str, str, int], RankSet] = {}
+        #: A set started in the background for each key that has had a fault (see :meth:`rank_set`).
+        self.spares: dict[tuple[str, str, int], list[RankSet]] = {}
         self.generation = 0
         self.spawned_sets = 0
         self.max_ranks = local_world_size_limit()
@@ -382,40 +462,66 @@ class Pool(RankSets):
         atexit.register(self.close)
 
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
-        """The warm set for this key, starting a fresh one if there is none or it broke.
+        """The warm set for this key, replacing it if there is none or it broke.
 
-        Sets are kept most-recently-used last; starting one that would take the pool past
-        :attr:`max_ranks` live ranks first stops the least recently used others.
+        After a fault the replacement is the *spare* started in the background after the
+        previous fault, and a new spare starts at once: shrinking a fault replaces the set at
+        every step, and the next step then finds its ranks (nearly) ready.  Sets are kept
+        most-recently-used last; a set that would take the pool past :attr:`max_ranks` live
+        ranks first stops the least recently used others (spares go first).
         """
         if self.closed:
             raise PoolError("the pool is closed")
         key = (backend, device, world_size)
         current = self.sets.pop(key, None)
         if current is None or current.broken:
-            check_devices(backend, device, world_size)
-            if world_size > self.max_ranks:
-                raise PoolError(too_many_ranks(world_size, self.max_ranks))
-            self._make_room(world_size)
-            self.generation += 1
-            current = RankSet(self, backend, device, world_size, self.generation)
+            replacing = current is not None
+            spares = self.spares.setdefault(key, [])
+            current = spares.pop(0) if spares else self._new_set(key)
             self.sets[key] = current
-            current.start(self.start_timeout)
-            self.spawned_sets += 1
+            current.await_ready(self.start_timeout)
+            while replacing and len(spares) < SPARES and self.live_ranks() + world_size <= self.max_ranks:
+                spares.append(self._new_set(key, background=True))  # starting while the next cases run
         self.sets[key] = current
         return current
 
+    def _new_set(self, key: tuple[str, str, int], *, background: bool = False) -> RankSet:
+        """A set for ``key`` whose ranks are starting (not yet waited for)."""
+        backend, device, world_size = key
+        check_devices(backend, device, world_size)
+        if world_size > self.max_ranks:
+            raise PoolError(too_many_ranks(world_size, self.max_ranks))
+        self._make_room(world_size)
+        self.generation += 1
+        rank_set = RankSet(self, backend, device, world_size, self.generation)
+        rank_set.spawn(background=background)
+        self.spawned_sets += 1
+        return rank_set
+
+    def existing(self, backend: str, device: str, world_size: int) -> RankSet | None:
+        rank_set = self.sets.get((backend, device, world_size))
+        return None if rank_set is None or rank_set.broken else rank_set
+
+    def live_ranks(self) -> int:
+        return sum(s.world_size for s in [*self.sets.values(), *self._all_spares()] if not s.broken)
+
+    def _all_spares(self) -> list[RankSet]:
+        return [spare for spares in self.spares.values() for spare in spares]
+
     def _make_room(self, world_size: int) -> None:
-        while self.sets and sum(s.world_size for s in self.sets.values() if not s.broken) + world_size > self.max_ranks:
-            oldest = next(iter(self.sets))
-            self.sets.pop(oldest).stop()
+        while self._all_spares() and self.live_ranks() + world_size > self.max_ranks:
+            next(spares for spares in self.spares.values() if spares).pop().stop()
+        while self.sets and self.live_ranks() + world_size > self.max_ranks:
+            self.sets.pop(next(iter(self.sets))).stop()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for rank_set in self.sets.values():
+        for rank_set in [*self.sets.values(), *self._all_spares()]:
             rank_set.stop()
         self.sets.clear()
+        self.spares.clear()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def __enter__(self) -> Pool:

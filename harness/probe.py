@@ -91,6 +91,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
         case = probe_case(contract, world, dtype, output)
         outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout, detect=True,
                            declared=declared)
+        pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
         if outcome.fault or outcome.errors:
             return Probe(contract, Convention(call, output, not declared), notes, failed=outcome)
         output = _reading(outcome, world, target)

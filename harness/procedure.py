@@ -42,6 +42,8 @@ class RunRequest:
     - ``detect``: the calling-convention probe: call once and report which output convention
       the result fits (``case.output`` is then the declared one, or ``"tensor"`` for auto).
     - ``declared``: with ``detect``, the output convention the user declared (``""``: auto).
+    - ``reload``: execute the target's module again first: the last case failed, and state the
+      target keeps between calls must not decide the next verdict.
     """
 
     case: Case
@@ -51,6 +53,7 @@ class RunRequest:
     repeat: bool = True
     detect: bool = False
     declared: str = ""
+    reload: bool = False
 
 
 @dataclass

@@ -194,7 +194,7 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
     log.reset()
     rank = dist.get_rank()
     try:
-        target = targets.load(request.target)
+        target = targets.load(request.target, fresh=request.reload)
     except BaseException as exc:  # a target that cannot be loaded here is this case's failure
         result = record_error(RankResult(rank=rank), exc, "setup")
     else:

@@ -61,6 +61,7 @@ import torch
 import torch.distributed as dist
 
 from harness import files
+from harness.case import Case
 from harness.contract import Contract, UsageError, parse_dtypes
 from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
 from harness.procedure import RankResult
@@ -298,6 +299,14 @@ class RemotePool(RankSets):
         if self.current is None or self.current.broken:
             self.current = self._connect(first=self.current is None)
         return self.current
+
+    def existing(self, backend: str, device: str, world_size: int) -> RemoteRankSet | None:
+        return None if self.current is None or self.current.broken else self.current
+
+    def fresh(self, case: Case) -> None:
+        """Remote ranks cannot be replaced at will (each costs a torchrun restart): the target's
+        module is executed afresh instead."""
+        self.forget_state(case)
 
     def run(self, case: Any, target: str, **options: Any) -> Any:
         """As :meth:`RankSets.run`; the case must fit the job (its size, backend and device)."""

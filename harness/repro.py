@@ -27,7 +27,7 @@ from harness import case as case_module
 from harness import checks, conventions, files, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
-from harness.search import Finding
+from harness.finding import Finding
 
 #: The modules a repro embeds, in the order they import each other (all relatively).
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
@@ -65,7 +65,7 @@ def absolute_target(target: str) -> str:
 def render(finding: Finding, target: str, name: str, timeout: float, out_of_contract: bool) -> str:
     """The script's text (see :data:`_SCRIPT`)."""
     world = finding.case.world_size
-    history = [case.to_json() for case in finding.history]
+    history = [{"case": case.to_dict(), "repeat": repeat} for case, repeat in finding.history]
     return _SCRIPT.substitute(
         headline=f"{finding.property} ({finding.kind}) of {target}",
         case_line=finding.case.describe(),
@@ -74,7 +74,7 @@ def render(finding: Finding, target: str, name: str, timeout: float, out_of_cont
         torch_version=torch.__version__,
         name=name,
         world=world,
-        message="\n".join(f"#   {line}".rstrip() for line in finding.message.splitlines()),
+        message="\n".join(f"#   {line}".rstrip() for line in finding.text().splitlines()),
         target=repr(target),
         sys_path=repr([os.getcwd()]),
         case_json=repr(finding.case.to_json()),
@@ -235,9 +235,9 @@ def run_rank(rank: int, world: int) -> int:
         print(f"rank {rank}: importing {TARGET} raised:\n{traceback.format_exc()}", flush=True)
         return BROKE
     for earlier in json.loads(HISTORY_JSON):
-        before = harness.case.Case.from_json(earlier)
-        harness.procedure.run_case(request(harness, before, call), rank, target, device)
-    result = harness.procedure.run_case(request(harness, case, call), rank, target, device)
+        before = harness.case.Case.from_dict(earlier["case"])
+        harness.procedure.run_case(request(harness, before, call, earlier["repeat"]), rank, target, device)
+    result = harness.procedure.run_case(request(harness, case, call, REPEAT), rank, target, device)
     if OUT_OF_CONTRACT and result.error and result.error_phase == "forward":
         print(f"rank {rank}: raised, as it should out of contract: {result.error.strip().splitlines()[-1]}", flush=True)
         return RAISED
@@ -252,11 +252,11 @@ def run_rank(rank: int, world: int) -> int:
     return BROKE if violations else MATCHED
 
 
-def request(harness: types.ModuleType, case, call):
+def request(harness: types.ModuleType, case, call, repeat: bool):
     """The request the harness sent for ``case``: the same call, backward and repeat calls."""
     differentiable = case.grad != "none" and case.dtype in harness.contract.DIFFERENTIABLE_DTYPES
     return harness.procedure.RunRequest(case=case, target=TARGET, call=call, check_grad=differentiable,
-                                        repeat=REPEAT and not OUT_OF_CONTRACT)
+                                        repeat=repeat and not OUT_OF_CONTRACT)
 
 
 def load_target():

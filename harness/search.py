@@ -1,59 +1,63 @@
-"""Search for counterexamples: Hypothesis draws cases, the pool runs them, the checks judge.
+"""Search for counterexamples: strata and Hypothesis draw cases, the pool runs them, the checks judge.
 
 This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
-catalogue report.  Each property raises its own exception type, so Hypothesis tracks
-(and shrinks) a separate minimal counterexample per broken property; the last failing run
-of each type is the minimal one, and is kept as a :class:`Finding`.
+catalogue report.  A search runs in three steps:
+
+1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class
+   and per shape class, first, so a bug confined to one of them is found within any budget;
+2. **Hypothesis** draws the rest of the budget; each property raises its own exception type,
+   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property;
+   a stratum that failed is shrunk by a search within that stratum;
+3. **confirmation** (:mod:`harness.confirm`): every finding is replayed alone on fresh ranks,
+   after its history, with uniform layouts, and labelled with what that showed.
+
+Calls of the target are costly, so the companion and repeat calls of the stability
+properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
+case itself, so a replay makes the same calls), and on every example once something failed.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import hypothesis
 from hypothesis import event, given, note, settings
+from hypothesis.errors import FlakyFailure
 from hypothesis.strategies import SearchStrategy
 
-from harness import capabilities, probe, profiles, strategies
+from harness import capabilities, confirm, coverage, probe, profiles, strategies
 from harness.case import Case
 from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
 from harness.contract import Contract, UsageError
 from harness.conventions import Call
+from harness.finding import Finding, finding_of
 from harness.pool import Outcome, RankSets, shared_pool
+
+#: The stability calls (companion input, same input again) run on one drawn example in this many.
+REPEAT_EVERY = 4
+#: How many examples a search within a failing stratum may draw to find it again and shrink it.
+REFIND_EXAMPLES = 100
+#: Shrinking stops after this many cases run since the first failure: a bound that does not
+#: move with the machine's speed, so the same seed shrinks to the same case on any machine.
+MAX_SHRINK_STEPS = 400
 
 
 class PropertyViolation(AssertionError):
     """Raised inside the Hypothesis test when a case breaks a property."""
 
 
-#: One exception type per property: Hypothesis keeps one minimal example per type.
-VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {
-    prop: type(prop.title().replace("-", "") + "Violation", (PropertyViolation,), {}) for prop in PROPERTIES
+#: Where Hypothesis keeps a failure of each property: ``bits`` shares ``values``'s bucket, so a
+#: bug that changes values is shrunk once (a case where only bits differ is one of its cases).
+BUCKETS: dict[str, str] = {prop: "values" if prop == "bits" else prop for prop in PROPERTIES}
+_BUCKET_TYPES: dict[str, type[PropertyViolation]] = {
+    bucket: type(bucket.title().replace("-", "") + "Violation", (PropertyViolation,), {}) for bucket in set(BUCKETS.values())
 }
-
-
-@dataclass
-class Finding:
-    """A minimal counterexample for one property."""
-
-    property: str
-    kind: str
-    case: Case
-    message: str
-    violations: list[Violation]
-    repro: str | None = None
-    call: Call = field(default_factory=Call)
-    repeat: bool = True
-    bits: bool = True
-    history: tuple[Case, ...] = ()
-
-    def to_json(self) -> dict:
-        return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),
-                "case_line": self.case.describe(), "message": self.message, "repro": self.repro,
-                "call": self.call.to_dict(), "history": [case.to_dict() for case in self.history]}
+#: One exception type per bucket: Hypothesis keeps one minimal example per type.
+VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKETS[prop]] for prop in PROPERTIES}
 
 
 @dataclass
@@ -86,6 +90,7 @@ class CheckReport:
     seed: int | None = None
     convention: probe.Convention | None = None
     notes: list[str] = field(default_factory=list)
+    cases: list[tuple[Case, str | None]] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -94,6 +99,8 @@ class CheckReport:
     def de_facto_semantics(self) -> str:
         """The gradient contract(s) the gradients matched in every case that had gradients.
 
+        Counted over cases whose ranks share one input and one cotangent layout (a failure
+        that needs ranks to differ in layout is listed as a finding, with that condition).
         ``local=sum=mean`` means no drawn case told them apart; ``none of them`` means no
         single contract explains every case.
         """
@@ -129,19 +136,19 @@ def run_check(
     track_semantics: bool = False,
     on_example: Callable[[Progress], None] | None = None,
     base_settings: settings | None = None,
-    shrink_budget_s: float = 60.0,
+    shrink_budget_s: float = 30.0,
     bits: bool = True,
     probed: probe.Probe | None = None,
 ) -> CheckReport:
-    """Check ``target`` against ``contract`` on real process groups; shrink every failure.
+    """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
     and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a target that
-    fails on the probe case itself is reported at once).  ``duration_s`` replaces the example
-    count with a time budget: batches of examples run until it is spent or something fails.
-    ``shrink_budget_s`` bounds the time spent shrinking after the first failure; ``bits``
-    checks raw-byte identity on top of value equality.  The active Hypothesis profile
-    supplies the rest.  ``probed``: the probe's result when the caller already ran it.
+    fails on the probe case itself is reported at once).  ``max_examples`` (default: the
+    profile's) counts strata and drawn examples together; ``duration_s`` replaces it with a
+    time budget.  ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
+    (see :meth:`_Session.search`); ``bits`` checks raw-byte identity on top
+    of value equality.  ``probed``: the probe's result when the caller already ran it.
     """
     pool = pool or shared_pool(timeout)
     backend, device = contract.backends[0], contract.devices[0]
@@ -152,132 +159,241 @@ def run_check(
                          f"(supported: {', '.join(caps.gather_dtypes())})")
     started = time.monotonic()
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0], timeout=timeout)
-    contract, call = probed.contract, probed.convention.call
+    contract = probed.contract
     report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes)
+    active = profiles.keyed(base_settings or settings(), f"{target}|{contract.describe()}".encode())
+    session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
+                       shrink_budget_s, collections.Counter() if track_semantics else None)
     if probed.failed is not None:
-        report.examples = 1
-        report.findings = [_finding(probed.failed.case, check_outcome(probed.failed, bits=bits))]
-        report.findings[0].call, report.findings[0].repeat, report.findings[0].bits = call, False, bits
-        report.elapsed_s = time.monotonic() - started
-        return report
-    progress = Progress()
-    semantics: collections.Counter[str] = collections.Counter()  # "" counts the graded cases
-    case_strategy = strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device)
-    key = f"{target}|{contract.describe()}".encode()
-    judge = _Judge(pool, target, call, timeout, bits, semantics if track_semantics else None)
-    report.findings = _search(case_strategy, judge.in_contract, progress, on_example, max_examples, duration_s, seed,
-                              base_settings, key, shrink_budget_s)
-    report.examples = progress.examples
-    for finding in report.findings:
-        finding.call, finding.bits = call, bits
-    report.graded_cases = semantics.pop("", 0)
-    report.de_facto = dict(semantics)
+        report.findings = [session.probe_finding(probed.failed)]
+    else:
+        budget = max_examples or active.max_examples
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device, seed=seed or 0)
+        if duration_s is None:
+            layers = layers[: max(1, budget // 2)]
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        report.findings = session.strata(layers) or session.search(
+            strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device),
+            session.judge, max(1, budget - session.progress.examples), deadline)
+    report.examples = session.progress.examples
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
-        misuse_progress = Progress()
-        misuse_strategy = strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes())
-        report.misuse_findings = _search(misuse_strategy, judge.out_of_contract, misuse_progress, on_example,
-                                         max_examples, duration_s, seed, base_settings, key + b"|misuse",
-                                         shrink_budget_s)
-        report.misuse_examples = misuse_progress.examples
-        for finding in report.misuse_findings:
-            finding.call, finding.bits = call, bits
+        misuse = _Session(pool, target, probed.convention.call, timeout, bits,
+                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None)
+        budget = max_examples or active.max_examples
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        report.misuse_findings = misuse.search(
+            strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
+            misuse.judge_misuse, budget, deadline)
+        report.misuse_examples = misuse.progress.examples
+    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
+        for finding in findings:
+            confirm.confirm(finding, session.replayer(out_of_contract))
+    if session.semantics is not None:
+        report.graded_cases = session.semantics.pop("", 0)
+        report.de_facto = dict(session.semantics)
+    report.cases = session.cases
     report.elapsed_s = time.monotonic() - started
     return report
 
 
 @dataclass
-class _Judge:
-    """Runs one case on the pool and names the properties it breaks (in or out of contract)."""
+class _Session:
+    """One search: runs cases on the pool, judges them, and keeps what it saw."""
 
     pool: RankSets
     target: str
     call: Call
     timeout: float
     bits: bool
-    semantics: collections.Counter | None
+    settings: settings
+    seed: int
+    on_example: Callable[[Progress], None] | None
+    shrink_budget_s: float
+    semantics: collections.Counter[str] | None
+    progress: Progress = field(default_factory=Progress)
+    #: Every case judged, with the property it broke (``None``: passed): the run's coverage.
+    cases: list[tuple[Case, str | None]] = field(default_factory=list)
+    failing: bool = False
+    last: Outcome | None = None
 
-    def in_contract(self, case: Case) -> list[Violation]:
-        outcome = self.pool.run(case, self.target, call=self.call, timeout=self.timeout)
-        if self.semantics is not None and case.grad != "none":
+    # -- judging one case ---------------------------------------------------------------------------
+    def judge(self, case: Case) -> list[Violation]:
+        """Run ``case`` in contract; note what it matched; forget the target's state after a failure."""
+        outcome = self._run(case, self._repeats(case))
+        if self.semantics is not None and case.grad != "none" and confirm.uniform_layouts(case):
             matched = matching_contracts(outcome)
             if matched is not None:
                 self.semantics.update(matched | {""})
+        return self._judged(outcome, check_outcome(outcome, bits=self.bits))
+
+    def judge_misuse(self, case: Case) -> list[Violation]:
+        outcome = self._run(case, repeat=False)
+        return self._judged(outcome, check_misuse(outcome))
+
+    def _run(self, case: Case, repeat: bool) -> Outcome:
+        self.progress.examples += 1
+        self.progress.current = case
+        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.timeout,
+                                  diagnose=False)  # the confirmation's replay collects stacks and logs
+        return self.last
+
+    def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:
         _note_outcome(outcome)
-        return check_outcome(outcome, bits=self.bits)
+        self.cases.append((outcome.case, violations[0].property if violations else None))
+        if violations and not outcome.fault:
+            self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
+        if self.on_example is not None:
+            self.on_example(self.progress)
+        return violations
 
-    def out_of_contract(self, case: Case) -> list[Violation]:
-        outcome = self.pool.run(case, self.target, call=self.call, timeout=self.timeout)
-        _note_outcome(outcome)
-        return check_misuse(outcome)
+    def _repeats(self, case: Case) -> bool:
+        """Whether the stability calls run on ``case``: always once anything failed, else a sample
+        chosen by the case itself (a shrinking step or a replay of it makes the same calls)."""
+        return self.failing or zlib.crc32(case.to_json().encode()) % REPEAT_EVERY == 0
+
+    def _finding(self, case: Case, violations: list[Violation], repeat: bool) -> Finding:
+        finding = finding_of(case, violations)
+        finding.call, finding.bits, finding.repeat = self.call, self.bits, repeat
+        finding.seen_after = self.last.history if self.last is not None else ()
+        return finding
+
+    # -- the steps of a search -------------------------------------------------------------------------
+    def probe_finding(self, outcome: Outcome) -> Finding:
+        """The target failed on the probe's own case: that case is the finding (it is already tiny)."""
+        self.progress.examples += 1
+        self.cases.append((outcome.case, "probe"))
+        return self._finding(outcome.case, check_outcome(outcome, bits=self.bits), repeat=False)
+
+    def strata(self, layers: Sequence[strategies.Stratum]) -> list[Finding]:
+        """Each stratum's typical case, with the stability calls; a failure is shrunk within its stratum."""
+        for layer in layers:
+            self.failing = True  # strata always make the stability calls
+            violations = self.judge(layer.case)
+            self.failing = False
+            if violations:
+                return self._refind(layer, violations)
+        return []
+
+    def _refind(self, layer: strategies.Stratum, violations: list[Violation]) -> list[Finding]:
+        found = self.search(layer.strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
+        unshrunk = self._finding(layer.case, violations, repeat=True)
+        for finding in found or [unshrunk]:
+            finding.stratum = layer.label
+        if not found:  # reported as drawn: the search within the stratum did not fail again
+            unshrunk.shrink_cut_s, unshrunk.shrink_cut = 0.0, "before shrinking: a search within its stratum did not fail again"
+        return found or [unshrunk]
+
+    def search(self, strategy: SearchStrategy[Case], judge: Callable[[Case], list[Violation]], budget: int,
+               deadline: float | None, *, after_failure: bool = False) -> list[Finding]:
+        """Run Hypothesis over ``strategy`` and return one minimal finding per property.
+
+        Shrinking a failure that hangs costs a timeout per step; once those waits since the
+        first failure add up to ``shrink_budget_s`` (or the shrinking itself to five times
+        that), unseen candidates count as passing: Hypothesis stops and reports the smallest
+        failure so far, marked as not fully shrunk.
+        """
+        found: dict[str, Finding] = {}
+        failed: dict[Case, Finding] = {}
+        clock = _ShrinkClock(self.shrink_budget_s)
+        self.failing = after_failure
+
+        def body(case: Case) -> None:
+            if clock.out_of_time():
+                if case in failed:  # out of shrinking time: replay only what is known to fail
+                    raise _violation(failed[case], found, self.progress)
+                return
+            for label in coverage.events(case):
+                event(label)
+            repeat = self._repeats(case)
+            started = time.monotonic()
+            violations = judge(case)
+            if violations:
+                clock.failed(time.monotonic() - started, violations[0].kind)
+                self.failing = True
+                failed[case] = self._finding(case, violations, repeat)
+                raise _violation(failed[case], found, self.progress)
+
+        run = 0
+        inconsistent = False
+        while True:
+            batch = budget if deadline is None else min(budget, 200)
+            test = settings(self.settings, max_examples=batch)(given(strategy)(body))
+            test = hypothesis.seed(self.seed + run)(test)
+            try:
+                test()
+            except PropertyViolation:
+                pass
+            except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
+                inconsistent = isinstance(group, FlakyFailure)
+                _reraise_unless_violations(group)
+            run += 1
+            if found or deadline is None or time.monotonic() >= deadline:
+                break
+        self.failing = False
+        for finding in found.values():
+            finding.shrink_cut_s, finding.shrink_cut, finding.inconsistent = (
+                clock.cut_after_s, clock.cut_reason, inconsistent)
+        return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
+
+    # -- replays for the confirmation -------------------------------------------------------------------
+    def replayer(self, out_of_contract: bool) -> confirm.Replay:
+        """Run a case on fresh ranks after a history, and judge it alone (in or out of contract)."""
+
+        def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
+            self.pool.fresh(case)
+            for earlier, repeat in history:
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.timeout)
+            outcome = self.pool.run(case, self.target, call=self.call, repeat=not out_of_contract,
+                                    timeout=self.timeout)
+            violations = check_misuse(outcome) if out_of_contract else check_outcome(outcome, bits=self.bits)
+            if violations and not outcome.fault:
+                self.pool.forget_state(case)
+            return violations
+
+        return replay
 
 
-def _finding(case: Case, violations: list[Violation]) -> Finding:
-    first = violations[0]
-    return Finding(first.property, first.kind, case, format_violations(case, violations), violations)
+class _ShrinkClock:
+    """When to stop shrinking: after :data:`MAX_SHRINK_STEPS` cases, or once the steps that
+    faulted (hung, crashed, desynced: each costs a timeout or a fresh rank set) add up to the
+    budget, or (a last resort) after ten times the budget.  A value or gradient bug never
+    faults, so how far it shrinks does not depend on the machine's speed."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.first_failure: float | None = None
+        self.steps = 0
+        self.fault_s = 0.0
+        self.cut_after_s: float | None = None
+        self.cut_reason = ""
+
+    def failed(self, elapsed_s: float, kind: str) -> None:
+        self.first_failure = self.first_failure or time.monotonic()
+        if kind in confirm.FAULTS:
+            self.fault_s += elapsed_s
+
+    def out_of_time(self) -> bool:
+        if self.first_failure is None:
+            return False
+        if self.cut_reason:
+            return True
+        self.steps += 1
+        shrinking_s = time.monotonic() - self.first_failure
+        if self.steps > MAX_SHRINK_STEPS:
+            self.cut_reason = f"after {MAX_SHRINK_STEPS} shrinking steps"
+        elif self.fault_s > self.budget_s or shrinking_s > 10 * self.budget_s:
+            self.cut_reason = (f"after {self.budget_s:g} s of shrinking steps that hung, crashed or desynced "
+                               f"(each waits for --timeout or a fresh rank set)")
+        if self.cut_reason:
+            self.cut_after_s = shrinking_s
+        return bool(self.cut_reason)
 
 
-def _search(
-    case_strategy: SearchStrategy[Case],
-    judge: Callable[[Case], list[Violation]],
-    progress: Progress,
-    on_example: Callable[[Progress], None] | None,
-    max_examples: int | None,
-    duration_s: float | None,
-    seed: int | None,
-    base_settings: settings | None,
-    database_key: bytes,
-    shrink_budget_s: float,
-) -> list[Finding]:
-    """Run Hypothesis over ``case_strategy`` and return one minimal finding per property.
-
-    Shrinking a failure that hangs or crashes costs a real wait per step; after
-    ``shrink_budget_s`` from the first failure, unseen candidates count as passing, so
-    Hypothesis stops shrinking and reports the smallest failure found so far.
-    """
-    found: dict[str, Finding] = {}
-    failed: dict[Case, Finding] = {}
-    first_failure_at: list[float] = []
-
-    def fail(finding: Finding) -> None:
-        found[finding.property] = finding
-        progress.failures = len(found)
-        raise VIOLATION_TYPES[finding.property](finding.message)
-
-    def body(case: Case) -> None:
-        if first_failure_at and time.monotonic() - first_failure_at[0] > shrink_budget_s:
-            if case in failed:  # out of shrinking time: replay only what is known to fail
-                fail(failed[case])
-            return
-        progress.examples += 1
-        progress.current = case
-        for label in strategies.coverage_events(case):
-            event(label)
-        violations = judge(case)
-        if on_example is not None:
-            on_example(progress)
-        if violations:
-            failed[case] = _finding(case, violations)
-            first_failure_at[:] = first_failure_at or [time.monotonic()]
-            fail(failed[case])
-
-    active = profiles.keyed(base_settings or settings(), database_key)  # one share per target and contract
-    batch = max_examples or active.max_examples
-    deadline = None if duration_s is None else time.monotonic() + duration_s
-    run = 0
-    while True:
-        test = settings(active, max_examples=batch if deadline is None else min(batch, 200))(given(case_strategy)(body))
-        if seed is not None:
-            test = hypothesis.seed(seed + run)(test)
-        try:
-            test()
-        except PropertyViolation:
-            pass
-        except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
-            _reraise_unless_violations(group)
-        run += 1
-        if found or deadline is None or time.monotonic() >= deadline:
-            break
-    return [found[p] for p in PROPERTIES if p in found]
+def _violation(finding: Finding, found: dict[str, Finding], progress: Progress) -> PropertyViolation:
+    """Keep ``finding`` as its bucket's latest (smallest) failure; the exception that says so."""
+    found[BUCKETS[finding.property]] = finding
+    progress.failures = len(found)
+    return VIOLATION_TYPES[finding.property](finding.message)
 
 
 def _reraise_unless_violations(group: BaseExceptionGroup) -> None:
@@ -286,18 +402,10 @@ def _reraise_unless_violations(group: BaseExceptionGroup) -> None:
         raise rest
 
 
-def format_violations(case: Case, violations: list[Violation]) -> str:
-    """The counterexample text: the property, the case line, and what each rank got."""
-    first = violations[0]
-    lines = [f"property violated: {first.property} ({first.kind})", f"case: {case.describe()}"]
-    lines += ["  " + v.describe().replace("\n", "\n  ") for v in violations[:8]]
-    if len(violations) > 8:
-        lines.append(f"  … and {len(violations) - 8} more violation(s)")
-    return "\n".join(lines)
-
-
 def _note_outcome(outcome: Outcome) -> None:
     """Per-rank shapes and errors as Hypothesis notes: printed with the minimal example."""
+    if not hypothesis.currently_in_test_context():
+        return  # a stratum or a replay, judged outside Hypothesis
     case = outcome.case
     note(f"case: {case.describe()}")
     for result in outcome.results:
@@ -308,5 +416,4 @@ def _note_outcome(outcome: Outcome) -> None:
              + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
 
 
-__all__ = ["CheckReport", "Finding", "Progress", "PropertyViolation", "VIOLATION_TYPES", "format_violations",
-           "run_check"]
+__all__ = ["CheckReport", "Progress", "PropertyViolation", "VIOLATION_TYPES", "run_check"]

@@ -30,13 +30,20 @@ def split_target(target: str) -> tuple[str, str]:
     return module, attr
 
 
-def load(target: str) -> Callable:
-    """Import the target's module (once per process) and return the callable it names."""
-    if target in _CACHE:
+def load(target: str, *, fresh: bool = False) -> Callable:
+    """Import the target's module (once per process) and return the callable it names.
+
+    ``fresh``: execute the module again first, so state it keeps between calls (caches,
+    counters) starts over; state kept in other modules is not reset.
+    """
+    if target in _CACHE and not fresh:
         return _CACHE[target]
     module_name, attr = split_target(target)
     sys.dont_write_bytecode = True  # a rank importing a user's target leaves no __pycache__ in their project
-    module = _import_file(module_name) if module_name.endswith(".py") else _import_module(module_name)
+    if module_name.endswith(".py"):
+        module = _import_file(module_name)
+    else:
+        module = _import_module(module_name, fresh=fresh)
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -63,7 +70,7 @@ def _import_file(path: str) -> ModuleType:
     return module
 
 
-def _import_module(name: str) -> ModuleType:
+def _import_module(name: str, *, fresh: bool = False) -> ModuleType:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -72,6 +79,8 @@ def _import_module(name: str) -> ModuleType:
         found = None
     if found is None:
         raise TargetError(f"target module {name!r} cannot be found (is it on PYTHONPATH?)")
+    if fresh and name in sys.modules:
+        return _execute(lambda: importlib.reload(sys.modules[name]), name)
     return _execute(lambda: importlib.import_module(name), name)
 
 

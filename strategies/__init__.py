@@ -4,11 +4,9 @@
 probes; the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
 ``rank_specs``) are public for tests and other projects.  Every function validates its
 arguments when called and raises ``harness.contract.UsageError`` naming the argument.
-``coverage_events`` labels a case for ``hypothesis.event()``.
 """
 
 from harness.strategies import _internal
-from harness.strategies._coverage import LONG_LENGTH, coverage_events
 from harness.strategies._internal import (
     MAX_WORLD_SIZE,
     SIMPLEST_DTYPES,
@@ -24,15 +22,15 @@ from harness.strategies._internal import (
     simplest_first,
     world_sizes,
 )
+from harness.strategies._strata import Stratum, strata
 
 __all__ = [
-    "LONG_LENGTH",
     "MAX_WORLD_SIZE",
     "SIMPLEST_DTYPES",
+    "Stratum",
     "RaggedShapes",
     "cases",
     "contract_violations",
-    "coverage_events",
     "dtypes",
     "has_misuse",
     "lengths",
@@ -40,6 +38,7 @@ __all__ = [
     "ragged_shapes",
     "rank_specs",
     "simplest_first",
+    "strata",
     "world_sizes",
 ]
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract, UsageError
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
+from harness.coverage import LONG_LENGTH
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
 
@@ -312,8 +313,7 @@ def rank_specs(shape: tuple[int, ...]) -> st.SearchStrategy[RankSpec]:
     return _rank_specs(tuple(shape))
 
 
-#: (layout, values) and (cotangent, cotangent_layout) combinations, simplest first.
-_INPUT_TRAITS = tuple(itertools.product(LAYOUTS, VALUE_RECIPES))
+#: (cotangent, cotangent_layout) combinations, simplest first.
 _COTANGENT_TRAITS = tuple(itertools.product(COTANGENT_RECIPES, COTANGENT_LAYOUTS))
 #: What a rank holds besides its shape and seed: (layout, values, cotangent, cotangent_layout),
 #: in two choices.  Few on purpose: Hypothesis's shrinker deletes a list element only while
@@ -322,9 +322,15 @@ _COTANGENT_TRAITS = tuple(itertools.product(COTANGENT_RECIPES, COTANGENT_LAYOUTS
 #: case shrinks ``(0,), (0,), (2,) strided`` to ``(2,) strided``.  The seed is drawn once
 #: per case for the same reason; the recipes mix in the rank, so ranks still differ.
 RankTraits = tuple[str, str, str, str]
-_RANK_TRAITS: st.SearchStrategy[RankTraits] = st.tuples(
-    st.sampled_from(_INPUT_TRAITS), st.sampled_from(_COTANGENT_TRAITS)
-).map(lambda drawn: drawn[0] + drawn[1])
+
+
+def _rank_traits(values: tuple[str, ...]) -> st.SearchStrategy[RankTraits]:
+    """(layout, values) and (cotangent, cotangent_layout) combinations, simplest first."""
+    inputs = tuple(itertools.product(LAYOUTS, values))
+    return st.tuples(st.sampled_from(inputs), st.sampled_from(_COTANGENT_TRAITS)).map(lambda drawn: drawn[0] + drawn[1])
+
+
+_RANK_TRAITS = _rank_traits(VALUE_RECIPES)
 
 
 def _rank_spec(shape: tuple[int, ...], traits: RankTraits, seed: int) -> RankSpec:
@@ -361,6 +367,8 @@ def cases(
     device: str = "cpu",
     max_length: int = 300,
     max_elements: int = 4096,
+    values: tuple[str, ...] = VALUE_RECIPES,
+    long_rank: bool = False,
 ) -> st.SearchStrategy[Case]:
     """In-contract cases for a variant with ``contract``.
 
@@ -372,6 +380,9 @@ def cases(
       contract's dtypes already intersected with what the backend really supports.
     - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
     - ``max_length`` (default 300), ``max_elements`` (default 4096): as in :func:`ragged_shapes`.
+    - ``values`` (default: every recipe): the value recipes ranks draw from.
+    - ``long_rank`` (default False): 1-d cases in which some rank holds at least
+      :data:`~harness.strategies.LONG_LENGTH` elements (shrinking keeps one that long).
 
     ``case.grad`` is ``"none"`` for dtypes without gradients (ints, bool).  Every rank draws
     its own layout, value recipe and cotangent recipe; cotangents differ on every rank even
@@ -382,9 +393,22 @@ def cases(
     _check_contract(contract)
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
     ragged = contract.ragged and _output(contract) != "stack"  # a stack needs equal shapes
-    shape_args = _shape_args(contract.world_sizes, ragged, _NDIM, contract.dims, max_length, max_elements)
-    return _cases(_ragged_shapes(*shape_args, _RANK_TRAITS), simplest_first(names), contract.grad,
-                  *_check_target(backend, device), output=_output(contract), groups=contract.groups)
+    shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else _NDIM, contract.dims,
+                             max_length, max_elements)
+    traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(check_names("values", values, VALUE_RECIPES))
+    shapes = _ragged_shapes(*shape_args, traits)
+    if long_rank:
+        shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
+    return _cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
+                  output=_output(contract), groups=contract.groups)
+
+
+def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
+    """``drawn`` (1-d) with its longest rank, or every rank if equal-only, at least LONG_LENGTH long."""
+    lengths = [shape[0] for shape in drawn.shapes]
+    longest = lengths.index(max(lengths))
+    grown = [max(n, LONG_LENGTH) if (r == longest or not ragged) else n for r, n in enumerate(lengths)]
+    return RaggedShapes(shapes=tuple((n,) for n in grown), dim=drawn.dim)
 
 
 def _output(contract: Contract) -> str:

@@ -12,7 +12,6 @@ import torch.distributed as dist
 
 from harness.ragged import all_gather_ragged
 
-
 # -- one bug per output convention ----------------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from harness.case import Case, make_input
-from harness.search import Finding, run_check
+from harness.finding import Finding
+from harness.search import run_check
 from harness.variants import CATALOGUE, by_name
 
 PASS_BUDGET = 60  # examples for a variant that must pass

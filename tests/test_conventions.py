@@ -209,7 +209,7 @@ def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) ->
 def test_idle_ranks_never_call_the_target_and_pass(pool) -> None:
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 2),))
     outcome = pool.run(case, "examples.with_group:gather", call=Call(dim="positional", group="group"))
-    assert outcome.fault is None
+    assert outcome.fault is None, outcome.describe_fault()
     idle = outcome.results[1]
     assert idle is not None and idle.idle and idle.output is None and idle.collectives == []
     members = [res for res in outcome.results if res is not None and not res.idle]

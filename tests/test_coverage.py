@@ -301,3 +301,22 @@ def test_the_page_folds_world_sizes_never_reached_into_one_row() -> None:
     page = parse(coverage_page.render(coverage, {"target": "pkg:gather"}, []))
     assert list(page.cells) == [(1, dtype) for dtype in ("int64", "bfloat16", "float32", "float64")]
     assert "W=2-64" in "".join(page.text)
+
+
+def test_events_name_every_axis_value_of_a_case() -> None:
+    """The ``hypothesis.event()`` labels come from the same axes as the counts."""
+    case = Case(
+        ranks=(
+            RankSpec((2, 0), layout="strided", values="special", seed=3, cotangent="floats"),
+            RankSpec((2, 300), cotangent_layout="transposed"),
+        ),
+        dim=-1,
+        dtype="float16",
+        grad="mean",
+    )
+    assert events(case) == [
+        "W=2", "dtype=float16", "ndim=2", "dim=-1", "raggedness=zero-length rank", "long rank=yes",
+        "layout=contiguous", "layout=strided", "values=iota", "values=special", "groups=world", "output=tensor",
+        "cotangent=ints", "cotangent=floats", "cotangent layout=contiguous", "cotangent layout=transposed",
+    ]
+    assert "raggedness=all empty" in events(Case(ranks=(RankSpec((0, 3)), RankSpec((0, 3)))))

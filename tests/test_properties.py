@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
-from harness import strategies
+from harness import coverage, strategies
 from harness.checks import Violation, check_outcome
 from harness.contract import Contract
 from harness.variants import GLOO_DTYPES
@@ -27,7 +27,7 @@ TARGETS = {"sum": "harness.ragged:gather_sum", "local": "harness.ragged:gather_l
 
 
 def run_and_check(pool, case, grad: str) -> list[Violation]:
-    for label in strategies.coverage_events(case):
+    for label in coverage.events(case):
         event(label)
     outcome = pool.run(case, TARGETS[grad])
     violations = check_outcome(outcome)

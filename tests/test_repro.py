@@ -18,8 +18,9 @@ from harness import repro
 from harness.api import profile_settings
 from harness.case import Case, RankSpec
 from harness.contract import Contract
+from harness.finding import Finding
 from harness.pool import Pool
-from harness.search import Finding, run_check
+from harness.search import run_check
 
 PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 LOCAL_AS_SUM = PLANTED + '''

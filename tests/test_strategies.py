@@ -13,7 +13,6 @@ from harness.strategies import (
     RaggedShapes,
     cases,
     contract_violations,
-    coverage_events,
     dtypes,
     has_misuse,
     lengths,
@@ -66,7 +65,7 @@ def _bad(culprit: str, function: Callable[..., Any], *args: Any, **kwargs: Any) 
 BAD_ARGUMENTS = [
     _bad("max_value", world_sizes, min_value=3, max_value=2),
     _bad("min_value", world_sizes, min_value=0),
-    _bad("max_value", world_sizes, max_value=9),
+    _bad("max_value", world_sizes, max_value=65),
     _bad("min_value", world_sizes, min_value=1.5),
     _bad("min_value", world_sizes, min_value=True),
     _bad("names", dtypes, names=()),
@@ -74,7 +73,7 @@ BAD_ARGUMENTS = [
     _bad("names", dtypes, names=("float32", "float33")),
     _bad("world_sizes", lengths, world_sizes=(3, 2)),
     _bad("world_sizes", lengths, world_sizes=(0, 2)),
-    _bad("world_sizes", lengths, world_sizes=(1, 9)),
+    _bad("world_sizes", lengths, world_sizes=(1, 65)),
     _bad("world_sizes", lengths, world_sizes=4),
     _bad("ragged", lengths, ragged="yes"),
     _bad("max_length", lengths, max_length=-1),
@@ -294,24 +293,3 @@ def test_ragged_shapes_agree_off_dim(drawn: RaggedShapes) -> None:
     off = {tuple(s for i, s in enumerate(shape) if i != drawn.dim % n) for shape in drawn.shapes}
     assert len(off) == 1 and sum(math.prod(shape) for shape in drawn.shapes) <= 200
 
-
-# ---------------------------------------------------------------------------------------------
-# coverage events
-
-
-def test_coverage_events_name_the_corners_of_a_case() -> None:
-    case = Case(
-        ranks=(
-            RankSpec((2, 0), layout="strided", values="special", seed=3, cotangent="floats"),
-            RankSpec((2, 300), cotangent_layout="transposed"),
-        ),
-        dim=-1,
-        dtype="float16",
-        grad="mean",
-    )
-    assert coverage_events(case) == [
-        "W=2", "ndim=2", "dtype=float16", "dim<0", "empty rank", "ragged", "long rank (>= 256)",
-        "non-contiguous input", "values=special", "cotangent=floats", "cotangent=ints",
-        "mixed cotangents", "non-contiguous cotangent",
-    ]
-    assert "all empty" in coverage_events(Case(ranks=(RankSpec((0, 3)), RankSpec((0, 3)))))

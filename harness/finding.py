@@ -1,0 +1,103 @@
+"""A finding: the minimal counterexample for one property, and what is known about how it fails.
+
+Beyond the case and the broken property, a finding says how far it can be trusted
+(``status``): ``confirmed`` when it fails again alone on fresh ranks, ``history-dependent``
+when it fails only after certain earlier cases ran on the same ranks (``history``),
+``intermittent`` when it fails in some replays only, ``not reproduced`` when no replay failed;
+under which condition it fails (``condition``, e.g. only when ranks' cotangent layouts
+differ); and whether its shrinking was cut short (``shrink_cut_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.case import Case
+from harness.checks import Violation
+from harness.conventions import Call
+
+#: Statuses whose findings are facts about every run (the report's table), not about some.
+REPRODUCIBLE = ("confirmed", "history-dependent")
+
+
+@dataclass
+class Finding:
+    """A minimal counterexample for one property."""
+
+    property: str
+    kind: str
+    case: Case
+    message: str
+    violations: list[Violation]
+    repro: str | None = None
+    call: Call = field(default_factory=Call)
+    repeat: bool = True
+    bits: bool = True
+    #: The earlier cases (with their ``repeat`` flags) it needs on the same ranks: history-dependent.
+    history: tuple[tuple[Case, bool], ...] = ()
+    #: The cases that had run on its ranks when it was first seen (where a history is looked for).
+    seen_after: tuple[tuple[Case, bool], ...] = ()
+    status: str = "unconfirmed"
+    replays: tuple[int, int] = (0, 0)  # (failed, run) alone on fresh ranks
+    condition: str = ""
+    shrink_cut_s: float | None = None
+    shrink_cut: str = ""
+    #: Hypothesis saw the same case pass and fail (or fail differently): it stopped shrinking there.
+    inconsistent: bool = False
+    stratum: str = ""
+
+    def reproducible(self) -> bool:  # a method: the field ``property`` shadows the builtin here
+        """Whether the finding fails on every run, alone or after its history."""
+        return self.status in REPRODUCIBLE
+
+    def notes(self) -> list[str]:
+        """What the search and the confirmation learned, one line each, for the report."""
+        lines = []
+        failed, run = self.replays
+        if self.status == "history-dependent":
+            lines.append(f"history-dependent: passes alone on fresh ranks ({run} replays); fails after "
+                         f"{len(self.history)} earlier case(s) ran on the same ranks:")
+            lines += [f"  {n}. {case.describe()}" for n, (case, _) in enumerate(self.history, 1)]
+        elif self.status == "intermittent":
+            lines.append(f"intermittent: failed again in {failed} of {run} replays alone on fresh ranks")
+        elif self.status == "not reproduced":
+            lines.append(f"not reproduced: passed in {run} replays alone on fresh ranks and after the "
+                         f"{len(self.seen_after)} case(s) that ran before it; the target is nondeterministic")
+        if self.condition:
+            lines.append(self.condition)
+        if self.stratum:
+            lines.append(f"found first by the stratified examples ({self.stratum})")
+        if self.shrink_cut:
+            lines.append(f"not fully shrunk: stopped {self.shrink_cut} ({self.shrink_cut_s or 0:.0f} s)")
+        if self.inconsistent:
+            lines.append("not fully shrunk: the same case passed or failed differently when run again, so "
+                         "shrinking stopped (the target's results depend on what ran before)")
+        return lines
+
+    def text(self) -> str:
+        """The counterexample as printed: the violations, then the notes."""
+        return "\n".join([self.message, *self.notes()])
+
+    def to_json(self) -> dict:
+        return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),
+                "case_line": self.case.describe(), "message": self.message, "repro": self.repro,
+                "status": self.status, "replays": list(self.replays), "condition": self.condition or None,
+                "history": [{"case": case.to_dict(), "repeat": repeat} for case, repeat in self.history],
+                "shrink_cut_s": self.shrink_cut_s, "shrink_cut": self.shrink_cut or None, "inconsistent": self.inconsistent, "notes": self.notes(),
+                "call": self.call.to_dict()}
+
+
+def format_violations(case: Case, violations: list[Violation]) -> str:
+    """The counterexample text: the property, the case line, and what each rank got."""
+    first = violations[0]
+    lines = [f"property violated: {first.property} ({first.kind})", f"case: {case.describe()}"]
+    lines += ["  " + v.describe().replace("\n", "\n  ") for v in violations[:8]]
+    if len(violations) > 8:
+        lines.append(f"  … and {len(violations) - 8} more violation(s)")
+    return "\n".join(lines)
+
+
+def finding_of(case: Case, violations: list[Violation]) -> Finding:
+    """A finding for ``case`` named after its first violation."""
+    first = violations[0]
+    return Finding(first.property, first.kind, case, format_violations(case, violations), violations)

@@ -1,0 +1,99 @@
+"""Strata: typical cases of every dtype with every value class, and of every shape class, run first.
+
+Hypothesis's draws do not spread evenly: over 100 examples a given (dtype, value class) pair
+can go unseen, so a bug confined to it (an int64 round trip through float64, bool padding)
+was found in one run and missed in the next.  So every run starts with one typical case per
+stratum, built deterministically from the run's seed: for every drawn dtype, one case per
+value class (full-range ``random`` bits first, then ``special`` values: extremes, the
+largest exact float, NaN payloads, signed zeros, subnormals; then ``padding``-like values and
+``iota``), and one case per shape class (a rank of at least :data:`LONG_LENGTH` elements, a
+zero-length rank, every rank empty, the largest world size allowed).  A stratum that fails
+comes with a strategy to shrink the failure in: every case of its dtype, or cases with a
+long rank, or any case.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from harness.case import Case, RankSpec
+from harness.contract import DIFFERENTIABLE_DTYPES, Contract
+from harness.coverage import LONG_LENGTH
+
+from ._internal import _output, cases, simplest_first
+
+#: Value classes in the order strata visit them: a small budget sees every dtype's full range first.
+VALUE_ORDER: tuple[str, ...] = ("random", "special", "padding", "iota")
+#: Lengths of a typical ragged case, rotated per stratum (a zero-length rank has its own stratum).
+_RAGGED_LENGTHS = (3, 1, 4, 2, 5)
+_TYPICAL_LENGTH = 3
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One stratum: its label, a typical case of it, and the strategy that shrinks a failure in it."""
+
+    label: str
+    case: Case
+    strategy: st.SearchStrategy[Case]
+
+
+def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str, seed: int) -> list[Stratum]:
+    """Every stratum of ``contract`` over ``dtypes``, ordered so any prefix covers every dtype first."""
+    rng = random.Random(seed)
+    names = simplest_first(dtypes)
+    order = [(dtype, values) for values in VALUE_ORDER[:2] for dtype in names]
+    order += [(dtype, values) for values in VALUE_ORDER[2:] for dtype in names]
+    shapes = _shape_classes(contract, names[0], rng, backend, device)
+    # A failure is shrunk among all cases of its dtype (any value class): toward iota where it can.
+    by_dtype = {dtype: cases(contract=contract, dtypes=(dtype,), backend=backend, device=device) for dtype in names}
+    dtype_strata = [
+        Stratum(f"dtype={dtype} values={values}", _typical(contract, dtype, values, rng, backend, device),
+                by_dtype[dtype])
+        for dtype, values in order
+    ]
+    first_round = len(names)  # every dtype once, then the shape classes, then the rest
+    return dtype_strata[:first_round] + shapes + dtype_strata[first_round:]
+
+
+def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, backend: str, device: str,
+             lengths: tuple[int, ...] | None = None) -> Case:
+    """A plain case of ``dtype`` with every rank on the value recipe ``values``: W=3 where the
+    contract allows (else its nearest world size), ragged where it allows, 1-d, dim 0."""
+    low, high = contract.world_sizes
+    if lengths is None:
+        world = min(max(3, low), high)
+        ragged = contract.ragged and _output(contract) != "stack"
+        start = rng.randrange(len(_RAGGED_LENGTHS))
+        lengths = tuple(_RAGGED_LENGTHS[(start + r) % len(_RAGGED_LENGTHS)] if ragged else _TYPICAL_LENGTH
+                        for r in range(world))
+    grad = contract.grad if dtype in DIFFERENTIABLE_DTYPES else "none"
+    seed = rng.randrange(2**32)
+    ranks = tuple(RankSpec((n,), values=values, seed=seed) for n in lengths)
+    groups = (tuple(range(len(lengths))),) if contract.groups else ()
+    return Case(ranks=ranks, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,
+                output=_output(contract))
+
+
+def _shape_classes(contract: Contract, dtype: str, rng: random.Random, backend: str, device: str) -> list[Stratum]:
+    """A long rank, a zero-length rank, every rank empty, and the largest world allowed."""
+    low, high = contract.world_sizes
+    ragged = contract.ragged and _output(contract) != "stack"
+    anything = cases(contract=contract, backend=backend, device=device)
+    wanted: list[tuple[str, tuple[int, ...], st.SearchStrategy[Case]]] = []
+    two = min(max(2, low), high)
+    long = LONG_LENGTH + rng.randrange(32)
+    wanted.append((f"a rank of {LONG_LENGTH} or more", (long,) + ((1,) if ragged else (long,)) * (two - 1),
+                   cases(contract=contract, backend=backend, device=device, long_rank=True)))
+    three = min(max(3, low), high)
+    if ragged and three > 1:
+        wanted.append(("a zero-length rank", tuple((2, 0, 1)[r % 3] for r in range(three)), anything))
+    wanted.append(("every rank empty", (0,) * two, anything))
+    if high > three:
+        lengths = tuple(_RAGGED_LENGTHS[r % len(_RAGGED_LENGTHS)] if ragged else 1 for r in range(high))
+        wanted.append((f"the largest world, W={high}", lengths, anything))
+    return [Stratum(label, _typical(contract, dtype, "random", rng, backend, device, lengths), strategy)
+            for label, lengths, strategy in wanted]
