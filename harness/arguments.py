@@ -122,4 +122,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--repro-dir", default=files.default_path("repros"), metavar="DIR",
                         help=f"where repro scripts of counterexamples go, one folder per target "
                              f"(default: {files.default_path('repros')})")
-    output.add_argument("--quiet", action="store_true", help="no header and no progress line")
+    output.add_argument("--html", metavar="PATH",
+                        help="write the coverage page: examples and failures per world size x dtype and per value of "
+                             "every other axis, with the findings (one static file)")
+    output.add_argument("--quiet", action="store_true", help="no header, progress line or coverage summary")

@@ -2,9 +2,16 @@
 
 For each variant (``harness.variants.CATALOGUE``) it runs the same search as ``check`` with
 ``track_semantics=True`` and prints: the variant, its claimed contract, the verdict on
-in-contract input, the failing properties, the minimal counterexample in one line, the
-gradient semantics it really has (de facto), the out-of-contract behaviour (with
-``--probe-misuse``) and the time taken; then the backend's capability matrix.
+in-contract input, the failing properties (tagged when a failure needs earlier cases or
+ranks whose layouts differ), the minimal counterexample in one line, the gradient semantics
+it really has (de facto, over cases whose ranks share one layout) and the out-of-contract
+behaviour (with ``--probe-misuse``); then the findings that failed in some replays only
+(intermittent: listed, never in the table), the backend's capability matrix, and with
+``--html`` the coverage page of the whole report.
+
+The table is reproducible: every variant runs with a fixed seed (:func:`variant_seed`) and no
+example database, and only findings that fail on every replay enter it, so the same versions
+print the same table on every run.
 
 The report is informational (the expected verdicts are asserted by the project's tests):
 exit status 0 when every variant's verdict was obtained, 1 when some variant could not be
@@ -21,14 +28,18 @@ up to its own 5-minute cap per variant (``plain_all_gather``: 305 s).
 from __future__ import annotations
 
 import sys
+import time
+import zlib
 from dataclasses import dataclass
 
 import torch
+from hypothesis import settings
 
-from harness import capabilities
-from harness.api import profile_settings
+from harness import capabilities, coverage_page, profiles
 from harness.contract import Contract, UsageError
+from harness.coverage import Coverage
 from harness.files import write_json
+from harness.finding import Finding
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
 from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport, run_check
@@ -38,11 +49,21 @@ DEFAULT_MAX_EXAMPLES = 60
 #: Shorter than ``check``'s 10 s: a correct case takes milliseconds, and every hanging example
 #: costs this much, again at each step of shrinking it.
 DEFAULT_TIMEOUT_S = 5.0
-#: Seconds of shrinking per failing property (``run_check``'s default is 60): a one-line
-#: counterexample per variant needs less, and 18 variants must fit in 5 minutes.
+#: Seconds of faulty shrinking steps per failing property (``run_check``'s default is 30): a
+#: one-line counterexample per variant needs less, and the whole catalogue must stay quick.
 SHRINK_BUDGET_S = 20.0
 NOT_PROBED = "not probed"
-HEADER = ("variant", "claimed", "verdict", "failing", "minimal counterexample", "de facto grad", "misuse", "time")
+HEADER = ("variant", "claimed", "verdict", "failing", "minimal counterexample", "de facto grad", "misuse")
+
+
+def variant_seed(name: str) -> int:
+    """Each variant's fixed seed: the same versions give the same table on every run."""
+    return zlib.crc32(name.encode()) & 0xFFFFFF
+
+
+def report_settings() -> settings:
+    """The ``ci`` profile: no example database, whose contents would vary the table between runs."""
+    return profiles.settings_for("ci")
 
 
 @dataclass
@@ -53,17 +74,29 @@ class Row:
     report: CheckReport | None
     error: str = ""
 
+    def reproducible(self) -> list[Finding]:
+        """The findings that fail on every replay (alone or after their history): the table's."""
+        return [finding for finding in self.report.findings if finding.reproducible()] if self.report else []
+
+    def intermittent(self) -> list[Finding]:
+        """Findings that failed in some replays only: listed under the table, never in it."""
+        if self.report is None:
+            return []
+        return [finding for finding in self.report.findings + self.report.misuse_findings
+                if not finding.reproducible()]
+
     def cells(self) -> dict[str, str]:
         """The row, keyed by :data:`HEADER`."""
         name, claimed = self.spec.name, short_contract(self.spec.contract)
         report = self.report
         if report is None:
-            values = [name, claimed, "error", "", self.error, "", "", ""]
+            values = [name, claimed, "error", "", self.error, "", ""]
         else:
-            failing = ", ".join(f.property for f in report.findings)
-            minimal = report.findings[0].case.describe() if report.findings else ""
-            values = [name, claimed, "fail" if report.findings else "pass", failing, minimal,
-                      report.de_facto_semantics(), misuse_cell(report), f"{report.elapsed_s:.1f} s"]
+            findings = self.reproducible()
+            failing = ", ".join(finding.property + _tag(finding) for finding in findings)
+            minimal = findings[0].case.describe() if findings else ""
+            values = [name, claimed, "fail" if findings else "pass", failing, minimal,
+                      report.de_facto_semantics(), misuse_cell(report)]
         return dict(zip(HEADER, values))
 
     def summary(self) -> str:
@@ -73,39 +106,84 @@ class Row:
         cell = self.cells()
         failing = f": {cell['failing']}" if cell["failing"] else ""
         misuse = "" if cell["misuse"] == NOT_PROBED else f"; misuse: {cell['misuse']}"
-        return f"{cell['verdict']}{failing}{misuse} ({cell['time']})"
+        flaky = f"; {len(self.intermittent())} intermittent" if self.intermittent() else ""
+        return f"{cell['verdict']}{failing}{misuse}{flaky} ({self.report.elapsed_s:.1f} s)"
 
     def to_json(self) -> dict:
         base = {"name": self.spec.name, "target": self.spec.target, "origin": self.spec.origin,
-                "claimed": self.spec.contract.describe()}
+                "claimed": self.spec.contract.describe(), "seed": variant_seed(self.spec.name)}
         if self.report is None:
             return {**base, "verdict": "error", "error": self.error}
         cell = self.cells()
-        return {**base, **self.report.to_json(), "in_contract_verdict": cell["verdict"], "misuse": cell["misuse"]}
+        return {**base, **self.report.to_json(), "in_contract_verdict": cell["verdict"], "misuse": cell["misuse"],
+                "intermittent": [finding.to_json() for finding in self.intermittent()]}
+
+
+def _tag(finding: Finding) -> str:
+    """What the table says beside a failing property: how it fails, when that is not plain."""
+    tags = []
+    if finding.status == "history-dependent":
+        tags.append("after earlier cases")
+    if finding.condition.startswith("fails only when"):
+        tags.append(finding.condition.split(" (")[0].removeprefix("fails "))
+    return f" ({'; '.join(tags)})" if tags else ""
 
 
 def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None, quiet: bool = False) -> int:
+        timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
+        html_path: str | None = None, quiet: bool = False) -> int:
     """Check the selected variants, print the table and the capability matrix; 0 if all were checked.
 
     ``variants`` is a comma list of catalogue names (``None``: all); the rest are the
-    command's options (see ``python -m harness report --help``).
+    command's options (see ``python -m harness report --help``).  Each variant runs with its
+    own fixed seed and no example database, so the same versions print the same table.
     """
     specs = select(variants)
     pool = shared_pool(timeout)
+    started = time.monotonic()
     rows = [check_variant(spec, pool, f"[{i}/{len(specs)}] {spec.name}: ", max_examples=max_examples,
                           probe_misuse=probe_misuse, timeout=timeout, quiet=quiet)
             for i, spec in enumerate(specs, 1)]
+    elapsed = time.monotonic() - started
     caps = capabilities.measure(pool, "gloo", "cpu")
     header = [column for column in HEADER if probe_misuse or column != "misuse"]
     table = [[row.cells()[column] for column in header] for row in rows]
-    as_markdown = f"{markdown_table(header, table)}\n\n```text\n{caps.table()}\n```"
-    print(as_markdown if markdown else f"{text_table(header, table)}\n\n{caps.table()}")
+    notes = intermittent_lines(rows)
+    as_markdown = "\n\n".join([markdown_table(header, table), *notes, f"```text\n{caps.table()}\n```"])
+    print(as_markdown if markdown else "\n\n".join([text_table(header, table), *notes, caps.table()]))
+    merged = merged_coverage(rows)
+    if not quiet:
+        print(f"\nchecked {len(rows)} variant(s) in {elapsed:.0f} s\n{merged.summary()}")
     if json_path:
-        write_json(json_path, {"torch": torch.__version__, "max_examples": max_examples,
+        write_json(json_path, {"torch": torch.__version__, "max_examples": max_examples, "elapsed_s": round(elapsed, 1),
                                "capabilities": capability_cells(caps), "variants": [row.to_json() for row in rows]})
+    if html_path:
+        findings = [finding.to_json() | {"message": f"{row.spec.name}: {finding.message}"}
+                    for row in rows if row.report for finding in row.report.findings]
+        coverage_page.write(html_path, merged, {"status": "finished", "target": f"catalogue ({len(rows)} variants)",
+                                                "torch": torch.__version__, "examples per variant": str(max_examples),
+                                                "duration": f"{elapsed:.0f} s"}, findings)
     write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
     return 1 if any(row.report is None for row in rows) else 0
+
+
+def intermittent_lines(rows: list[Row]) -> list[str]:
+    """The findings kept out of the table because they did not fail on every replay."""
+    lines = [f"- {row.spec.name}: {finding.property}: {finding.notes()[0] if finding.notes() else finding.status}; "
+             f"case {finding.case.describe()}; {finding.message.splitlines()[2].strip()[:160]}"
+             for row in rows for finding in row.intermittent()]
+    if not lines:
+        return []
+    return ["intermittent findings (failed in some replays only, so not in the table):\n" + "\n".join(lines)]
+
+
+def merged_coverage(rows: list[Row]) -> Coverage:
+    """Every variant's coverage added up: what the whole report tested."""
+    reports = [row.report for row in rows if row.report is not None]
+    merged = reports[0].coverage if reports else Coverage()
+    for report in reports[1:]:
+        merged = merged.merge(report.coverage)
+    return merged
 
 
 def select(names: str | None) -> list[VariantSpec]:
@@ -125,7 +203,8 @@ def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples
     try:
         report = run_check(spec.target, spec.contract, max_examples=max_examples, timeout=timeout,
                            probe_misuse=probe_misuse, pool=pool, track_semantics=True, on_example=progress,
-                           base_settings=profile_settings(None), shrink_budget_s=SHRINK_BUDGET_S)
+                           base_settings=report_settings(), shrink_budget_s=SHRINK_BUDGET_S,
+                           seed=variant_seed(spec.name))
     except Exception as exc:  # one broken variant must not cost the other rows
         row = Row(spec, None, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
     else:

@@ -10,7 +10,8 @@ builds its result with arithmetic (zero-fill + ``all_reduce``); ``bits`` is raw-
 identity (signed zeros, NaN payloads, the bytes of bools), right for a data-movement op, and
 can be waived per contract.  ``stable`` and ``repeatable`` compare a result with the *first
 copy of itself*, never with the reference, so they fire only for what changes between
-calls, not for what ``values``/``bits`` already explain on the first call.
+calls, not for what ``values``/``bits`` already explain; the second call's own result (on
+the companion input) is judged by ``dtype``/``shape``/``values``/``bits`` like the first.
 
 This module is embedded in repro scripts, which run exactly these comparisons: it imports
 only torch and the other embedded modules (``case``, ``contract``, ``procedure``,
@@ -108,8 +109,9 @@ def _check_pieces(result: RankResult, expected: list[torch.Tensor], names: list[
 
 
 def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: bool) -> list[Violation]:
-    """The first result is unchanged by later calls, a second call on other values is right,
-    and the same call made again gives the same bits."""
+    """The first result is unchanged by later calls (stable), a second call on other values is
+    right (checked as values, under their own properties), and the same call made again gives
+    the same bits (repeatable)."""
     r = result.rank
     found: list[Violation] = []
     first = result.output or []
@@ -119,14 +121,13 @@ def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: 
         if original is None:
             continue
         later = (result.output_later or [None] * len(names))[k]
-        found += _check_bits("stable", f"{name} (first result, read after another call)", later, original, r)
+        found += _check_bits("stable", name, later, original, r, where=_LATER)
         second = (result.companion_output or [None] * len(names))[k]
-        what = f"{name} of a second call, on the companion input (every input bit inverted)"
-        found += (_check_like(what, second, companion[k], r, prop="stable")
-                  or _check_values("stable", what, second, companion[k], r)
-                  or (_check_bits("bits", what, second, companion[k], r) if bits else []))
+        found += (_check_like(name, second, companion[k], r, where=_COMPANION)
+                  or _check_values("values", name, second, companion[k], r, where=_COMPANION)
+                  or (_check_bits("bits", name, second, companion[k], r, where=_COMPANION) if bits else []))
         again = (result.repeat_output or [None] * len(names))[k]
-        found += _check_bits("repeatable", f"{name} of the same call made again", again, original, r)
+        found += _check_bits("repeatable", name, again, original, r, where=_AGAIN)
     return found
 
 
@@ -147,7 +148,7 @@ def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
     r = result.rank
     if result.input_stride_after is not None:
         return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
-    return _check_bits("inputs-untouched", "input after the call", result.input_after, make_input(case, r), r)
+    return _check_bits("inputs-untouched", "input", result.input_after, make_input(case, r), r, where="after the call")
 
 
 def check_gradient(case: Case, result: RankResult) -> list[Violation]:
@@ -233,26 +234,43 @@ def _raised(result: RankResult) -> Violation:
                      f"rank {result.rank} raised in the {result.error_phase}: {last_line}\n{_indent(result.error or '')}")
 
 
-def _check_like(what: str, got: object, expected: torch.Tensor, r: int, prop: str | None = None) -> list[Violation]:
+#: Where a stability comparison looked, as messages say it.
+_LATER = "the first result, read again after the further calls"
+_COMPANION = "a second call, on the companion input: every input bit inverted"
+_AGAIN = "the same call made again"
+
+
+def _context(where: str) -> str:
+    return f" ({where})" if where else ""
+
+
+def _check_like(what: str, got: object, expected: torch.Tensor, r: int, prop: str | None = None,
+                where: str = "") -> list[Violation]:
     """dtype and shape before any value comparison, each its own property."""
+    at = f"{_context(where)} on rank {r}"
     if not isinstance(got, torch.Tensor):
-        return [Violation(prop or "values", "mismatch", r, f"{what} is a {type(got).__name__}, but should be a Tensor on rank {r}")]
+        return [Violation(prop or "values", "mismatch", r, f"{what} is a {type(got).__name__}, but should be a Tensor{at}")]
     if got.dtype != expected.dtype:
-        return [Violation(prop or "dtype", "mismatch", r, f"{what}.dtype={_dtype_text(got.dtype)}, but should be {_dtype_text(expected.dtype)} on rank {r}")]
+        return [Violation(prop or "dtype", "mismatch", r,
+                          f"{what}.dtype={_dtype_text(got.dtype)}, but should be {_dtype_text(expected.dtype)}{at}")]
     if got.shape != expected.shape:
-        return [Violation(prop or "shape", "mismatch", r, f"{what}.shape={tuple(got.shape)}, but should be {tuple(expected.shape)} on rank {r}")]
+        return [Violation(prop or "shape", "mismatch", r,
+                          f"{what}.shape={tuple(got.shape)}, but should be {tuple(expected.shape)}{at}")]
     return []
 
 
-def _comparable(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+def _comparable(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
+                where: str) -> list[Violation]:
     if got is None or got.dtype != expected.dtype or got.shape != expected.shape:
-        return [Violation(prop, "mismatch", r, f"{what}={_summary(got)}, but should be {_summary(expected)} on rank {r}")]
+        return [Violation(prop, "mismatch", r,
+                          f"{what}={_summary(got)}, but should be {_summary(expected)}{_context(where)} on rank {r}")]
     return []
 
 
-def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
+                  where: str = "") -> list[Violation]:
     """Numeric equality: NaN equals NaN, -0.0 equals +0.0, a bool is its truth value."""
-    problem = _comparable(prop, what, got, expected, r)
+    problem = _comparable(prop, what, got, expected, r, where)
     if problem or got is None:
         return problem
     same = value_equal(got, expected)
@@ -260,13 +278,15 @@ def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: torc
         return []
     index = _first_false(same)
     return [Violation(prop, "mismatch", r,
-                      f"{what}{_index_text(index)}={_element_text(got, index)}, but should be {_element_text(expected, index)}"
-                      f" on rank {r} ({int((~same).sum())} of {same.numel()} elements differ)")]
+                      f"{what}{_index_text(index)}={_element_text(got, index)}, but should be "
+                      f"{_element_text(expected, index)}{_context(where)} on rank {r} "
+                      f"({int((~same).sum())} of {same.numel()} elements differ)")]
 
 
-def _check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int) -> list[Violation]:
+def _check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
+                where: str = "") -> list[Violation]:
     """Raw-byte identity, so NaN payloads, the sign of zero and the bytes of bools count."""
-    problem = _comparable(prop, what, got, expected, r)
+    problem = _comparable(prop, what, got, expected, r, where)
     if problem or got is None:
         return problem
     if torch.equal(_raw_bytes(got), _raw_bytes(expected)):
@@ -274,7 +294,8 @@ def _check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.
     same = bitwise_equal(got, expected)
     index = _first_false(same)
     count = f"({int((~same).sum())} of {same.numel()} elements differ)"
-    return [Violation(prop, "mismatch", r, f"{_bit_change(got, expected, index)} at {what}{_index_text(index)} on rank {r} {count}")]
+    return [Violation(prop, "mismatch", r, f"{_bit_change(got, expected, index)} at {what}{_index_text(index)}"
+                                           f"{_context(where)} on rank {r} {count}")]
 
 
 def value_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

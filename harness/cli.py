@@ -23,7 +23,7 @@ import random
 import sys
 from collections.abc import Sequence
 
-from harness import catalogue_report, files, fuzz, profiles, remote
+from harness import catalogue_report, coverage_page, files, fuzz, profiles, remote
 from harness.api import CheckOptions, Prepared, build_contract, execute, finding_text, prepare, profile_settings
 from harness.arguments import (
     PROG,
@@ -36,7 +36,7 @@ from harness.arguments import (
 )
 from harness.contract import UsageError, parse_world_sizes
 from harness.conventions import Misfit
-from harness.output import ProgressLine, check_json, check_markdown, write_step_summary
+from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
 from harness.pool import PoolError, PoolGone, shared_pool
 from harness.search import CheckReport
 from harness.targets import TargetError
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
     parser.add_argument("--json", metavar="PATH", help="write every variant's report as JSON")
+    parser.add_argument("--html", metavar="PATH", help="write the coverage page of the whole report")
     parser.add_argument("--max-examples", type=positive_int, default=catalogue_report.DEFAULT_MAX_EXAMPLES, metavar="N",
                         help=f"examples per variant (default: {catalogue_report.DEFAULT_MAX_EXAMPLES})")
     parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
@@ -100,14 +101,16 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=positive_float, default=catalogue_report.DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"per case: a rank still running after this long is a hang "
                              f"(default: {catalogue_report.DEFAULT_TIMEOUT_S:g})")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
 
 
 def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``report``: see :mod:`harness.catalogue_report`."""
     files.check_writable("--json", args.json)
+    files.check_writable("--html", args.html)
     return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
-                      timeout=args.timeout, markdown=args.markdown, json_path=args.json, quiet=args.quiet)
+                                timeout=args.timeout, markdown=args.markdown, json_path=args.json,
+                                html_path=args.html, quiet=args.quiet)
 
 
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -118,6 +121,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
     files.check_writable("--json", args.json)
+    files.check_writable("--html", args.html)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
@@ -135,8 +139,13 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
             progress.close()
     rerun = rerun_command(argv, seed)
     print(("" if args.quiet else "\n") + _verdict_text(result, options) + f"\n\nrerun: {rerun}")
+    if not args.quiet:
+        print("\n" + result.coverage.summary())
     if args.json:
         files.write_json(args.json, check_json(result, seed=seed, not_drawn=list(prepared.not_drawn), command=rerun))
+    if args.html:
+        coverage_page.write(args.html, result.coverage, page_header(result, seed=seed), finding_dicts(result))
+        print(f"coverage page: {os.path.abspath(args.html)}")
     write_step_summary(check_markdown(result))
     return 0 if result.verdict == "pass" else 1
 

@@ -34,11 +34,12 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from harness import files, profiles, remote
+from harness import coverage_page, files, profiles, remote
 from harness.api import (
     CheckOptions,
     Prepared,
@@ -54,6 +55,7 @@ from harness.case import Case
 from harness.checks import check_misuse, check_outcome
 from harness.contract import Contract, UsageError, parse_world_sizes
 from harness.conventions import Misfit
+from harness.coverage import Coverage
 from harness.finding import Finding, format_violations
 from harness.output import ProgressLine
 from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
@@ -97,6 +99,7 @@ class Entry:
     status: str = "waiting"  # waiting -> fuzzing -> pass | fail | error
     error: str = ""
     prepared: Prepared | None = None
+    coverage: Coverage | None = None
 
     @property
     def active(self) -> bool:
@@ -105,7 +108,8 @@ class Entry:
     def to_json(self) -> dict:
         return {"name": self.name, "target": self.target, "contract": self.contract.describe(),
                 "status": self.status, "examples": self.examples, "elapsed_s": round(self.elapsed_s, 1),
-                "slices": self.slices, "error": self.error or None}
+                "slices": self.slices, "error": self.error or None,
+                "coverage": None if self.coverage is None else self.coverage.to_json()}
 
 
 def plan(args: argparse.Namespace) -> list[Entry]:
@@ -176,12 +180,14 @@ class Budget:
 
 @dataclass
 class Summary:
-    """The run as JSON, rewritten atomically to ``path`` at most every ``every_s`` unless forced."""
+    """The run as JSON (and as a coverage page, ``html``), rewritten atomically at most every
+    ``every_s`` unless forced: a running fuzz's page shows its progress."""
 
     path: str
     every_s: float
     settings: dict
     entries: list[Entry]
+    html: str | None = None
     findings: list[dict] = field(default_factory=list)
     status: str = "running"
     error: str = ""
@@ -208,10 +214,31 @@ class Summary:
             "findings": self.findings,
         }
 
+    def coverage(self) -> Coverage:
+        """What every target's examples reached so far, added up."""
+        covered = [entry.coverage for entry in self.entries if entry.coverage is not None]
+        merged = covered[0] if covered else Coverage()
+        for coverage in covered[1:]:
+            merged = merged.merge(coverage)
+        return merged
+
     def save(self, *, force: bool = False) -> None:
         if force or time.monotonic() - self.saved_at >= self.every_s:
-            files.write_json(self.path, self.to_json())
+            document = self.to_json()
+            files.write_json(self.path, {**document, "coverage": self.coverage().to_json()})
+            if self.html:
+                coverage_page.write(self.html, self.coverage(), self._page_header(document), self.findings)
             self.saved_at = time.monotonic()
+
+    def _page_header(self, document: dict) -> dict[str, str]:
+        names = ", ".join(entry.name for entry in self.entries)
+        return {"status": "running" if self.status == "running" else "finished", "target": names,
+                "backend/device": f"{document['backend']}/{document['device']}",
+                "world sizes": "-".join(map(str, document["world_sizes"])), "torch": torch.__version__,
+                "seed": str(document["seed"]), "examples": str(document["examples"]),
+                "duration": f"{document['elapsed_s']:.0f} s of "
+                            + (f"{document['duration_s']:g} s" if document["duration_s"] else "unbounded"),
+                "summary": os.path.abspath(self.path)}
 
 
 def _now() -> str:
@@ -265,6 +292,9 @@ class Fuzzer:
         """Measure the backend and probe the target's calling convention (once per entry)."""
         if entry.prepared is None:
             entry.prepared = prepare(self._options(entry, None), self.pool)
+            contract = entry.prepared.probe.contract
+            drawn = tuple(name for name in contract.dtypes if name not in entry.prepared.not_drawn)
+            entry.coverage = Coverage.for_contract(contract, drawn)
         return entry.prepared
 
     def turn(self, entry: Entry, slice_s: float) -> None:
@@ -304,10 +334,16 @@ class Fuzzer:
         phase_s = slice_s / 2 if self.probe_misuse else slice_s
         phases: dict[int, tuple[float, Progress]] = {}  # id(progress) -> (its deadline, it)
 
+        recorded: dict[int, int] = {}  # id(progress) -> how many of its cases are in the coverage
+
         def watch(progress: Progress) -> None:
             deadline = phases.get(id(progress), (time.monotonic() + phase_s,))[0]
             phases[id(progress)] = (deadline, progress)
             entry.examples = before + sum(seen.examples for _, seen in phases.values())
+            if entry.coverage is not None:
+                for case, failed in progress.seen[recorded.get(id(progress), 0):]:
+                    entry.coverage.record(case, failed)
+                recorded[id(progress)] = len(progress.seen)
             if self.show is not None:
                 self.show(Progress(examples=self.summary.examples, failures=len(self.summary.findings),
                                    started=self.summary.started, current=progress.current))
@@ -367,6 +403,7 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
     actions["duration"].help = f"time budget: SECONDS, 30s, 10m, 1h (default: {DEFAULT_DURATION_S / 60:g}m)"
     actions["max_examples"].help = "stop after N examples in all instead of after a time budget"
     actions["json"].help = f"the JSON summary, rewritten as the run goes (default: {DEFAULT_SUMMARY})"
+    actions["html"].help = "the coverage page, rewritten with the summary (default: beside it, .html)"
     actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
     parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=DEFAULT_SUMMARY)
     extra = parser.add_argument_group("fuzz")
@@ -382,6 +419,7 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
 def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``fuzz``: see the module docstring."""
     files.check_writable("--json", args.json)
+    files.check_writable("--html", args.html)
     if args.database:
         os.environ[profiles.DATABASE_ENV] = args.database  # the profiles read it when registered
     entries = plan(args)
@@ -394,7 +432,8 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
                 "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,
                 "database": str(database) if database else None, "duration_s": duration}
-    summary = Summary(args.json, args.save_every, settings, entries)
+    summary = Summary(args.json, args.save_every, settings, entries,
+                      html=args.html or str(Path(args.json).with_suffix(".html")))
     fuzzer = Fuzzer(entries, summary, Budget(duration, args.max_examples), pool, seed, args.timeout,
                     args.probe_misuse, args.repro_dir, profile, bits=args.bits)
     if args.target is not None:
@@ -417,6 +456,8 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
                 progress.close()
             summary.save(force=True)
     print(_verdict_text(summary))
+    if not args.quiet:
+        print("\n" + summary.coverage().summary() + f"\ncoverage page: {os.path.abspath(summary.html or '')}")
     if summary.findings:
         return 1
     return 130 if summary.status == "interrupted" else 0

@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+import torch
+
 from harness.search import CheckReport, Progress
 
 #: Off a terminal (CI logs) a progress line is printed at most this often.
@@ -105,6 +107,30 @@ def check_markdown(report: CheckReport) -> str:
             lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding.text(), "```",
                       "", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def page_header(report: CheckReport, **extra: object) -> dict[str, str]:
+    """The coverage page's header for one check: what ran, against what, where, how long."""
+    contract = report.contract
+    header = {
+        "status": "finished",
+        "target": report.target,
+        "contract": contract.describe(),
+        "called as": report.convention.describe() if report.convention else "",
+        "backend/device": f"{contract.backends[0]}/{contract.devices[0]}",
+        "world sizes": f"{contract.world_sizes[0]}-{contract.world_sizes[1]}",
+        "torch": torch.__version__,
+        "seed": str(report.seed),
+        "examples": str(report.examples),
+        "duration": f"{report.elapsed_s:.1f} s",
+        "verdict": report.verdict,
+    }
+    return {**header, **{key: str(value) for key, value in extra.items()}}
+
+
+def finding_dicts(report: CheckReport) -> list[dict]:
+    """Every finding of ``report`` as the page and the JSON show it."""
+    return [finding.to_json() for finding in report.findings + report.misuse_findings]
 
 
 def write_step_summary(markdown: str) -> None:

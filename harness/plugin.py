@@ -18,7 +18,8 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``.
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
   (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
-  ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir).
+  ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir),
+  ``--gather-html PATH`` (the coverage page; the terminal summary always shows the coverage).
 
 The Hypothesis profile is ``--hypothesis-profile`` when given, else the project default
 (``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
@@ -67,6 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="per case: a rank still running after this long is a hang (default: 10)")
     group.addoption("--gather-probe-misuse", action="store_true", help="also probe out-of-contract input")
     group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/.gather-harness/repros)")
+    group.addoption("--gather-html", metavar="PATH", help="also write the coverage page of the check there")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,6 +100,16 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """After the run: what the check's examples covered (also under xdist: it rides on the report)."""
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            coverage = dict(getattr(report, "user_properties", [])).get("gather_coverage")
+            if coverage and report.when == "call":
+                terminalreporter.write_sep("-", "gather-harness coverage")
+                terminalreporter.write_line(str(coverage))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -134,7 +146,14 @@ class GatherCheckItem(pytest.Item):
         options = self.config.stash[_OPTIONS]
         pool = shared_pool(options.timeout)
         report = api.execute(options, pool, api.prepare(options, pool))
-        self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples)]
+        self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples),
+                                 ("gather_coverage", report.coverage.summary())]
+        html = self.config.getoption("gather_html")
+        if html:
+            from harness import coverage_page
+            from harness.output import finding_dicts, page_header
+
+            coverage_page.write(html, report.coverage, page_header(report), finding_dicts(report))
         if report.verdict == "fail":
             raise GatherCheckFailed(api.failure_text(report))
 

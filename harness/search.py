@@ -34,6 +34,7 @@ from harness.case import Case
 from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
 from harness.contract import Contract, UsageError
 from harness.conventions import Call
+from harness.coverage import Coverage
 from harness.finding import Finding, finding_of
 from harness.pool import Outcome, RankSets, shared_pool
 
@@ -68,6 +69,8 @@ class Progress:
     failures: int = 0
     started: float = field(default_factory=time.monotonic)
     current: Case | None = None
+    #: Every case judged so far, with the property it broke (``None``: passed).
+    seen: list[tuple[Case, str | None]] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -90,7 +93,7 @@ class CheckReport:
     seed: int | None = None
     convention: probe.Convention | None = None
     notes: list[str] = field(default_factory=list)
-    cases: list[tuple[Case, str | None]] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)
 
     @property
     def verdict(self) -> str:
@@ -120,6 +123,7 @@ class CheckReport:
             "convention": None if self.convention is None else self.convention.describe(),
             "notes": self.notes,
             "de_facto_gradient": self.de_facto_semantics(),
+            "coverage": self.coverage.to_json(),
         }
 
 
@@ -160,7 +164,8 @@ def run_check(
     started = time.monotonic()
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0], timeout=timeout)
     contract = probed.contract
-    report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes)
+    report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes,
+                         coverage=Coverage.for_contract(contract, dtypes))
     active = profiles.keyed(base_settings or settings(), f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
                        shrink_budget_s, collections.Counter() if track_semantics else None)
@@ -191,7 +196,8 @@ def run_check(
     if session.semantics is not None:
         report.graded_cases = session.semantics.pop("", 0)
         report.de_facto = dict(session.semantics)
-    report.cases = session.cases
+    for case, failed in session.progress.seen:
+        report.coverage.record(case, failed)
     report.elapsed_s = time.monotonic() - started
     return report
 
@@ -211,8 +217,6 @@ class _Session:
     shrink_budget_s: float
     semantics: collections.Counter[str] | None
     progress: Progress = field(default_factory=Progress)
-    #: Every case judged, with the property it broke (``None``: passed): the run's coverage.
-    cases: list[tuple[Case, str | None]] = field(default_factory=list)
     failing: bool = False
     last: Outcome | None = None
 
@@ -239,7 +243,7 @@ class _Session:
 
     def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:
         _note_outcome(outcome)
-        self.cases.append((outcome.case, violations[0].property if violations else None))
+        self.progress.seen.append((outcome.case, violations[0].property if violations else None))
         if violations and not outcome.fault:
             self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
         if self.on_example is not None:
@@ -261,8 +265,9 @@ class _Session:
     def probe_finding(self, outcome: Outcome) -> Finding:
         """The target failed on the probe's own case: that case is the finding (it is already tiny)."""
         self.progress.examples += 1
-        self.cases.append((outcome.case, "probe"))
-        return self._finding(outcome.case, check_outcome(outcome, bits=self.bits), repeat=False)
+        violations = check_outcome(outcome, bits=self.bits)
+        self.progress.seen.append((outcome.case, violations[0].property))
+        return self._finding(outcome.case, violations, repeat=False)
 
     def strata(self, layers: Sequence[strategies.Stratum]) -> list[Finding]:
         """Each stratum's typical case, with the stability calls; a failure is shrunk within its stratum."""

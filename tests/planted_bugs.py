@@ -196,3 +196,96 @@ def equal_only_checked(x: torch.Tensor, dim: int) -> torch.Tensor:
     if len(set(sizes)) > 1:
         raise ValueError(f"equal lengths required along dim {dim}, got {sizes}")
     return all_gather_ragged(x, dim)
+
+
+# -- state kept between calls (history-dependent) ------------------------------------------------
+
+_CACHED_SIZES: list[int] = []
+
+
+def caches_sizes(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """history: exchanges the lengths on the first call only and reuses them ("they never change").
+
+    Right on fresh ranks; after a call with other lengths it pads, truncates and unpads by
+    the stale lengths.
+    """
+    front = x.movedim(dim, 0)
+    if not _CACHED_SIZES:
+        _CACHED_SIZES.extend(_sizes(front.shape[0]))
+    longest = max(_CACHED_SIZES)
+    keep = min(front.shape[0], longest)
+    padded = torch.zeros((longest,) + tuple(front.shape[1:]), dtype=front.dtype)
+    padded[:keep] = front[:keep]
+    pieces = [torch.empty_like(padded) for _ in _CACHED_SIZES]
+    dist.all_gather(pieces, padded)
+    return _unpad(pieces, _CACHED_SIZES).movedim(0, dim)
+
+
+# -- arithmetic gathers: right values, other bits -----------------------------------------------
+
+
+def zero_fill_all_reduce(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """bits: fairseq-style: each rank writes its slot into zeros and the result is all_reduce'd (SUM).
+
+    Every value arrives, but ``-0.0 + 0.0`` is ``+0.0`` and a signalling NaN comes back quiet:
+    right under ``values``, wrong under ``bits``.
+    """
+    front = x.detach().movedim(dim, 0)
+    sizes = _sizes(front.shape[0])
+    start = sum(sizes[: dist.get_rank()])
+    out = front.new_zeros((sum(sizes),) + tuple(front.shape[1:]))
+    out[start : start + front.shape[0]] = front
+    dist.all_reduce(out)
+    return out.movedim(0, dim)
+
+
+# -- bugs confined to one dtype or one shape class (found early by the strata) ------------------
+
+
+def int64_through_float64(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """int64: gathers int64 as float64 and casts back: wrong for magnitudes past 2**53."""
+    if x.dtype != torch.int64:
+        return all_gather_ragged(x, dim)
+    return all_gather_ragged(x.double(), dim).to(torch.int64)
+
+
+def pads_bool_as_int64(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """bool: accelerate-style padding with ``torch.zeros(..., dtype=torch.long)``: a shorter rank's
+    bools become int64 (type promotion in ``cat``), so the ranks gather different dtypes."""
+    front = x.movedim(dim, 0)
+    sizes = _sizes(front.shape[0])
+    missing = max(sizes) - front.shape[0]
+    if missing:
+        pad_dtype = torch.int64 if x.dtype == torch.bool else x.dtype
+        front = torch.cat([front, torch.zeros((missing, *front.shape[1:]), dtype=pad_dtype)])
+    pieces = [torch.empty_like(front) for _ in sizes]
+    dist.all_gather(pieces, front)
+    return _unpad(pieces, sizes).movedim(0, dim)
+
+
+def bfloat16_through_float16(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """bfloat16: gathered as float16 (its range ends at 65504) and cast back."""
+    if x.dtype != torch.bfloat16:
+        return all_gather_ragged(x, dim)
+    return all_gather_ragged(x.half(), dim).to(torch.bfloat16)
+
+
+def float16_through_bfloat16(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """float16: gathered as bfloat16 (8 significand bits, not 11) and cast back."""
+    if x.dtype != torch.float16:
+        return all_gather_ragged(x, dim)
+    return all_gather_ragged(x.to(torch.bfloat16), dim).half()
+
+
+def complex64_drops_imaginary(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """complex64: gathers only the real part (complex128 is right)."""
+    if x.dtype != torch.complex64:
+        return all_gather_ragged(x, dim)
+    return all_gather_ragged(x.real, dim).to(torch.complex64)
+
+
+def uint8_saturates(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """uint8: treated as int8 on the way: everything past 127 saturates."""
+    if x.dtype != torch.uint8:
+        return all_gather_ragged(x, dim)
+    return all_gather_ragged(x.clamp(max=127), dim)

@@ -13,10 +13,11 @@ from pathlib import Path
 from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
-from harness import coverage_page
+from harness import cli, coverage_page
 from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.coverage import AXES, Coverage, axes, events
+from harness.search import run_check
 
 DTYPES = ("float32", "float64", "bfloat16", "int64")
 #: Axes a case takes exactly one value on (the others count each value its ranks hold).
@@ -320,3 +321,37 @@ def test_events_name_every_axis_value_of_a_case() -> None:
         "cotangent=ints", "cotangent=floats", "cotangent layout=contiguous", "cotangent layout=transposed",
     ]
     assert "raggedness=all empty" in events(Case(ranks=(RankSpec((0, 3)), RankSpec((0, 3)))))
+
+
+# -- on real runs ---------------------------------------------------------------------------------
+
+
+def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
+    """A run restricted to W=2 and float32: every example lands in that one cell, none elsewhere."""
+    report = run_check("harness.ragged:all_gather_ragged", Contract(dtypes=("float32",), world_sizes=(2, 2)),
+                       max_examples=30, timeout=5.0, pool=pool, seed=3)
+    assert report.verdict == "pass" and report.examples == 30
+    assert report.coverage.examples == report.examples
+    assert {key for key, tally in report.coverage.cells.items() if tally.examples} == {(2, "float32")}
+    assert report.coverage.cell(2, "float32") == (30, 0)
+
+
+def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
+    report = run_check("tests.planted_bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=5.0,
+                       pool=pool, seed=5)
+    assert [finding.case.dtype for finding in report.findings] == ["complex64"]
+    failing = {dtype for (_, dtype), tally in report.coverage.cells.items() if tally.failures}
+    assert failing == {"complex64"}
+    assert report.coverage.examples == report.examples
+
+
+def test_check_writes_the_page_and_prints_the_summary(pool, tmp_path: Path, capsys) -> None:
+    page = tmp_path / "cov.html"
+    status = cli.main(["check", "harness.ragged:all_gather_ragged", "--max-examples", "20", "--world-sizes", "1-2",
+                       "--html", str(page)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "coverage: 20 examples" in out and f"coverage page: {page}" in out
+    parsed = parse(page.read_text())  # well-formed, or it fails here
+    assert parsed.cells[(1, "float32")] and parsed.cells[(2, "float32")]
+    assert int(parsed.cells[(1, "float32")].split()[0]) + int(parsed.cells[(2, "float32")].split()[0]) >= 1
