@@ -22,6 +22,7 @@ from harness.finding import Finding
 from harness.pool import Pool
 from harness.search import run_check
 
+ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 LOCAL_AS_SUM = PLANTED + '''
 
@@ -131,3 +132,46 @@ def test_repro_runs_under_torchrun(gathers: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("source", ["plain", "it's", "'''", "ends with '", "back\\slash\\", '"""', "\\'''\n"])
 def test_embedded_source_round_trips(source: str) -> None:
     assert ast.literal_eval(repro._literal(source)) == source
+
+
+# -- every property's repro reproduces (one implementation of the checks) -------------------------
+
+BUGS = "tests.planted_bugs"
+ONE = Case(ranks=(RankSpec((1,)),))
+TWO_RAGGED = Case(ranks=(RankSpec((0,)), RankSpec((1,))))
+#: property -> (planted bug, the minimal case it fails on, out of contract?, history)
+EVERY_PROPERTY: dict[str, tuple[str, Case, bool, tuple[tuple[Case, bool], ...]]] = {
+    "values": ("reversed_ranks", Case(ranks=(RankSpec((1,)), RankSpec((1,)))), False, ()),
+    "dtype": ("float64_to_float32", dataclasses.replace(ONE, dtype="float64"), False, ()),
+    "shape": ("forgot_unpad", TWO_RAGGED, False, ()),
+    "device": ("returns_meta", ONE, False, ()),
+    "inputs-untouched": ("squeezes_input", Case(ranks=(RankSpec((1, 2)),)), False, ()),
+    "gradients": ("local_only_backward", dataclasses.replace(TWO_RAGGED, grad="sum"), False, ()),
+    "stable": ("shared_output_buffer", ONE, False, ()),
+    "repeatable": ("degrades_every_third_call", ONE, False, ()),
+    "no-hang-no-crash": ("ignores_dim", Case(ranks=(RankSpec((1, 0)), RankSpec((1, 1))), dim=1), False, ()),
+    "misuse": ("forgot_unpad", TWO_RAGGED, True, ()),
+    "history-dependent": ("caches_sizes", ONE, False, ((Case(ranks=(RankSpec((3,)),)), True),)),
+}
+
+
+@pytest.mark.parametrize("prop", list(EVERY_PROPERTY))
+def test_every_propertys_repro_reproduces(prop: str, tmp_path: Path) -> None:
+    """The repro runs the harness's own procedure and checks: a planted bug of each property
+    fails in it with exit 1 and "the failure reproduces" (a hang ends with the rank watchdog)."""
+    name, case, out_of_contract, history = EVERY_PROPERTY[prop]
+    finding = Finding(prop, "mismatch", case, "(planted)", [], history=history)
+    path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout=3, out_of_contract=out_of_contract)
+    done = run_script(path, sys.executable, cwd=ROOT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "repro: the failure reproduces" in done.stdout, done.stdout
+    shown = "misuse" if out_of_contract else "values" if prop == "history-dependent" else prop
+    assert f"[{shown}]" in done.stdout or (prop == "history-dependent" and "[shape]" in done.stdout), done.stdout
+
+
+def test_a_history_dependent_repro_passes_without_its_history(tmp_path: Path) -> None:
+    finding = Finding("shape", "mismatch", ONE, "(planted)", [])
+    path = repro.write(finding, f"{BUGS}:caches_sizes", tmp_path)
+    done = run_script(path, sys.executable, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not reproduced" in done.stdout

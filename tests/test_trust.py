@@ -1,0 +1,160 @@
+"""Findings a user can trust: confirmed, diagnosed for what they are, found early, reported the same way twice.
+
+- A gather that keeps state between calls is reported as history-dependent, with the
+  shortest history that makes it fail, in the message, the JSON and the repro.
+- A gather built with arithmetic (zero-fill + ``all_reduce``) is right under ``values`` and
+  wrong under ``bits``, named as such (never ``stable``), and passes with ``bits`` waived.
+- A failure that needs ranks whose layouts differ says so (lightning-bolts' ``SyncFunction``).
+- A bug confined to one dtype, one value class or one shape class is found by the strata,
+  for every seed, within half the default budget.
+- The report prints the same table twice.
+- Shrinking that was cut short says so; no private Hypothesis API is used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from harness import catalogue_report, confirm, repro, strategies
+from harness.api import profile_settings
+from harness.case import Case, RankSpec
+from harness.checks import check_outcome
+from harness.contract import Contract
+from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness.variants import by_name
+
+ROOT = Path(__file__).resolve().parent.parent
+BUGS = "tests.planted_bugs"
+CI = profile_settings("ci")
+
+
+def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -> None:
+    report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=11,
+                       base_settings=CI)
+    [finding] = report.findings
+    assert finding.status == "history-dependent" and finding.replays[0] == 0, finding.text()
+    assert 1 <= len(finding.history) <= 3
+    text = finding.text()
+    assert "history-dependent: passes alone on fresh ranks" in text and finding.history[0][0].describe() in text
+    document = json.loads(json.dumps(finding.to_json()))
+    assert document["status"] == "history-dependent" and len(document["history"]) == len(finding.history)
+    path = repro.write(finding, f"{BUGS}:caches_sizes", tmp_path)
+    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "the failure reproduces" in done.stdout, done.stdout + done.stderr
+    assert "earlier case(s) ran on the same ranks" in path.read_text()
+
+
+def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
+    report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
+                       base_settings=CI)
+    assert [finding.property for finding in report.findings] == ["bits"], [f.text() for f in report.findings]
+    [finding] = report.findings
+    assert "became" in finding.message and ("-0.0 became +0.0" in finding.message or "NaN" in finding.message)
+    waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
+                       base_settings=CI, bits=False)
+    assert waived.verdict == "pass", [f.text() for f in waived.findings]
+
+
+def test_a_signed_zero_is_named(pool) -> None:
+    """The message says what became what, at which element, on which rank."""
+    case = Case(ranks=(RankSpec((2,), values="special", seed=0), RankSpec((2,), values="special", seed=0)))
+    violations = check_outcome(pool.run(case, f"{BUGS}:zero_fill_all_reduce", repeat=False))
+    assert violations and all(v.property == "bits" for v in violations)
+    assert any("-0.0 became +0.0 at output[" in v.message or "NaN 0x" in v.message for v in violations), violations
+
+
+def test_a_failure_needing_mixed_cotangent_layouts_says_so(pool) -> None:
+    spec = by_name("bolts_sync_function")
+    report = run_check(spec.target, spec.contract, max_examples=60, timeout=5.0, pool=pool, seed=1,
+                       base_settings=CI, track_semantics=True)
+    [finding] = report.findings
+    assert finding.property == "gradients"
+    assert finding.condition.startswith("fails only when ranks' cotangent layouts differ"), finding.text()
+    assert report.de_facto_semantics() == "sum"
+
+
+def test_the_layout_condition_is_read_from_uniform_reruns() -> None:
+    case = Case(ranks=(RankSpec((1, 2)), RankSpec((1, 2), cotangent_layout="transposed")), grad="sum")
+    mixed_only = confirm.layout_condition(case, lambda c: len({s.cotangent_layout for s in c.ranks}) > 1)
+    assert mixed_only == ("fails only when ranks' cotangent layouts differ "
+                          "(every rank contiguous: passes; every rank transposed: passes)")
+    always = confirm.layout_condition(case, lambda c: True)
+    assert always == "fails with every rank's cotangent layout contiguous, transposed too"
+
+
+# -- bugs confined to one stratum are found, for every seed -----------------------------------------
+
+CONFINED = [
+    ("int64_through_float64", "dtype=int64 values=random"),
+    ("pads_bool_as_int64", "dtype=bool values=random"),
+    ("bfloat16_through_float16", "dtype=bfloat16 values=random"),
+    ("float16_through_bfloat16", "dtype=float16 values=random"),
+    ("complex64_drops_imaginary", "dtype=complex64 values=random"),
+    ("uint8_saturates", "dtype=uint8 values=random"),
+    ("uint8_sizes", "a rank of 256 or more"),
+]
+
+
+@pytest.mark.parametrize("bug, stratum", CONFINED, ids=[bug for bug, _ in CONFINED])
+def test_a_bug_confined_to_a_stratum_is_found_for_every_seed(pool, bug: str, stratum: str) -> None:
+    """Its stratum comes within the strata a default run makes (half its 100 examples), and the
+    stratum's typical case fails for each of 10 seeds."""
+    contract = Contract()
+    dtypes = tuple(d for d in contract.dtypes if d != "int16")  # what gloo gathers
+    for seed in range(10):
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
+        run = layers[: CI.max_examples // 2]
+        [layer] = [layer for layer in run if layer.label == stratum]
+        assert check_outcome(pool.run(layer.case, f"{BUGS}:{bug}")), f"seed {seed}: {layer.case.describe()}"
+
+
+def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
+    report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout=5.0, pool=pool, seed=7, base_settings=CI)
+    [finding] = report.findings
+    assert finding.case.dtype == "int64" and finding.status == "confirmed"
+
+
+# -- the main job is reproducible -----------------------------------------------------------------------
+
+
+def test_the_report_prints_the_same_table_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    variants = "pad_unpad_by_value,bolts_sync_function,ours_sum"
+    tables = []
+    for _ in range(2):
+        assert catalogue_report.run(variants=variants, max_examples=30, quiet=True) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1]
+    assert "bolts_sync_function" in tables[0] and "only when ranks' cotangent layouts differ" in tables[0]
+
+
+# -- shrinking and Hypothesis --------------------------------------------------------------------------
+
+
+def test_shrinking_stops_after_its_step_budget_and_says_why() -> None:
+    clock = _ShrinkClock(budget_s=30.0)
+    clock.failed(0.01, "mismatch")
+    assert not any(clock.out_of_time() for _ in range(MAX_SHRINK_STEPS))
+    assert clock.out_of_time() and clock.cut_reason == f"after {MAX_SHRINK_STEPS} shrinking steps"
+
+
+def test_shrinking_stops_after_its_budget_of_faulty_steps() -> None:
+    clock = _ShrinkClock(budget_s=1.0)
+    clock.failed(0.6, "hang")
+    assert not clock.out_of_time()
+    clock.failed(0.6, "desync")
+    assert clock.out_of_time() and "hung, crashed or desynced" in clock.cut_reason
+
+
+def test_no_private_hypothesis_api() -> None:
+    sources = [path.read_text() for folder in ("harness", "strategies", "reference") for path in (ROOT / folder).rglob("*.py")]
+    assert not any("_hypothesis_internal" in source or "hypothesis.internal" in source for source in sources)
+
+
+def test_settings_never_run_the_explain_phase() -> None:
+    assert all(phase.name != "explain" for phase in settings(CI).phases)
