@@ -5,7 +5,6 @@ Checked as written (a stack needs equal shapes; 0-d inputs are drawn too)::
     python -m harness check examples/stacked.py:all_gather --output stack
 """
 
-import torch
 import torch.distributed as dist
 
 

@@ -43,7 +43,7 @@ from harness.finding import Finding
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
 from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport, run_check
-from harness.variants import CATALOGUE, VariantSpec, by_name
+from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
 
 DEFAULT_MAX_EXAMPLES = 60
 #: Shorter than ``check``'s 10 s: a correct case takes milliseconds, and every hanging example
@@ -148,7 +148,7 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     caps = capabilities.measure(pool, "gloo", "cpu")
     header = [column for column in HEADER if probe_misuse or column != "misuse"]
     table = [[row.cells()[column] for column in header] for row in rows]
-    notes = intermittent_lines(rows)
+    notes = intermittent_lines(rows) + [not_checked_lines()]
     as_markdown = "\n\n".join([markdown_table(header, table), *notes, f"```text\n{caps.table()}\n```"])
     print(as_markdown if markdown else "\n\n".join([text_table(header, table), *notes, caps.table()]))
     merged = merged_coverage(rows)
@@ -175,6 +175,11 @@ def intermittent_lines(rows: list[Row]) -> list[str]:
     if not lines:
         return []
     return ["intermittent findings (failed in some replays only, so not in the table):\n" + "\n".join(lines)]
+
+
+def not_checked_lines() -> str:
+    """The gather paths the catalogue leaves out, each with its reason."""
+    return "not checked:\n" + "\n".join(f"- {name}: {reason}" for name, reason in NOT_CHECKED)
 
 
 def merged_coverage(rows: list[Row]) -> Coverage:

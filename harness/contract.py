@@ -85,6 +85,9 @@ class Contract:
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
       ``auto`` to let the probe detect it.
     - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target.
+    - ``mesh``: with ``groups``, the layouts are the groups of one dimension of a 2-D device
+      mesh over the world (contiguous blocks or strided sets of n ranks, n dividing W, no
+      idle rank): what a mesh-dimension gather can be given.
     """
 
     ragged: bool = True
@@ -96,6 +99,7 @@ class Contract:
     world_sizes: tuple[int, int] = field(default=(1, 4))
     output: str = "auto"
     groups: bool = False
+    mesh: bool = False
 
     def __post_init__(self) -> None:
         if self.dims not in ("0", "any"):
@@ -125,4 +129,5 @@ class Contract:
         dtypes = "all" if self.dtypes == ALL_DTYPES else ",".join(self.dtypes)
         ragged = "ragged" if self.ragged else "equal-only"
         extra = ("" if self.output == "auto" else f" output={self.output}") + (" groups" if self.groups else "")
+        extra += " (2-D mesh layouts)" if self.mesh else ""
         return f"{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -263,6 +264,8 @@ class Fuzzer:
     profile: str
     bits: bool = True
     show: Callable[[Progress], None] | None = None
+    #: Set by SIGTERM or SIGINT: the run ends after the example in flight.
+    stop: threading.Event = field(default_factory=threading.Event)
     turns: int = 0
 
     def run(self) -> None:
@@ -337,6 +340,8 @@ class Fuzzer:
         recorded: dict[int, int] = {}  # id(progress) -> how many of its cases are in the coverage
 
         def watch(progress: Progress) -> None:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
             deadline = phases.get(id(progress), (time.monotonic() + phase_s,))[0]
             phases[id(progress)] = (deadline, progress)
             entry.examples = before + sum(seen.examples for _, seen in phases.values())
@@ -442,10 +447,10 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
         print(_header(fuzzer), flush=True)
     progress = None if args.quiet else ProgressLine(label="  ")
     fuzzer.show = progress
-    with _interruptible_once():
+    with _interruptible_once(fuzzer.stop):
         try:
             fuzzer.run()
-            summary.status = "finished"
+            summary.status = "interrupted" if fuzzer.stop.is_set() else "finished"
         except KeyboardInterrupt:
             summary.status = "interrupted"
         except (PoolError, PoolGone) as exc:
@@ -535,18 +540,21 @@ def _replay_case(finding: dict, on_cpu: bool) -> Case:
 
 
 @contextlib.contextmanager
-def _interruptible_once() -> Iterator[None]:
-    """The first SIGTERM or SIGINT ends the run as ``KeyboardInterrupt``; later ones are ignored.
+def _interruptible_once(stop: threading.Event) -> Iterator[None]:
+    """The first SIGTERM or SIGINT sets ``stop``; the run ends at the next example; later ones are ignored.
 
-    So the summary is written and the ranks are stopped however the run is ended: a second
-    signal (``timeout`` forwards its own SIGTERM, an impatient Ctrl-C) cannot cut that short.
+    Not an exception raised from the handler: a signal can land inside a garbage-collector
+    callback or a ``__del__``, where Python drops an exception ("Exception ignored in...") and
+    the run would go on.  The fuzzer checks ``stop`` after every example (a case takes at most
+    its timeout) and ends the run as ``KeyboardInterrupt`` from there, so the summary is
+    written and the ranks are stopped however the run is ended.
     """
     caught = (signal.SIGTERM, signal.SIGINT)
 
     def interrupt(signum: int, frame: Any) -> None:
         for number in caught:
-            signal.signal(number, lambda *_: None)
-        raise KeyboardInterrupt
+            signal.signal(number, signal.SIG_IGN)
+        stop.set()
 
     previous = {number: signal.signal(number, interrupt) for number in caught}
     try:

@@ -149,6 +149,12 @@ STARTUP_TIMEOUT_S = 120.0
 MATCHED, BROKE, STUCK, RAISED = 0, 1, 3, 4
 
 
+def say(text: str) -> None:
+    """Print ``text`` in one write, so the lines of ranks sharing a terminal never interleave."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def main() -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         status = join_and_run(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
@@ -172,17 +178,17 @@ def spawn_ranks() -> int:
     codes = [proc.exitcode for proc in procs]
     for rank, code in enumerate(codes):
         if code is not None and code < 0:
-            print(f"[no-hang-no-crash] rank {rank} died: killed by signal {signal.Signals(-code).name}", flush=True)
+            say(f"[no-hang-no-crash] rank {rank} died: killed by signal {signal.Signals(-code).name}")
         elif code not in (MATCHED, BROKE, STUCK, RAISED):
-            print(f"[no-hang-no-crash] rank {rank} died: exited with status {code}", flush=True)
+            say(f"[no-hang-no-crash] rank {rank} died: exited with status {code}")
     raised = [code == RAISED for code in codes]
     if OUT_OF_CONTRACT and any(raised) and not all(raised):
-        print(f"[misuse] ranks {[r for r, up in enumerate(raised) if up]} raised but the others returned", flush=True)
+        say(f"[misuse] ranks {[r for r, up in enumerate(raised) if up]} raised but the others returned")
         failed = True
     else:
         failed = any(code not in (MATCHED, RAISED) for code in codes)
     verdict = "the failure reproduces" if failed else "not reproduced: every rank matched the reference"
-    print(f"repro: {verdict} (the harness saw: {PROPERTY})", flush=True)
+    say(f"repro: {verdict} (the harness saw: {PROPERTY})")
     return 1 if failed else 0
 
 
@@ -209,8 +215,8 @@ def watchdog(seconds: float, rank: int, what: str) -> threading.Timer:
 
     def expire() -> None:
         stuck = sys._current_frames()[threading.main_thread().ident]
-        print(f"[no-hang-no-crash] rank {rank}: {what} did not finish within {seconds:g} s; it is stuck in:\n"
-              + "".join(traceback.format_stack(stuck)), flush=True)
+        say(f"[no-hang-no-crash] rank {rank}: {what} did not finish within {seconds:g} s; it is stuck in:\n"
+              + "".join(traceback.format_stack(stuck)))
         os._exit(STUCK)
 
     timer = threading.Timer(seconds, expire)
@@ -224,7 +230,7 @@ def run_rank(rank: int, world: int) -> int:
     harness = embedded_harness()
     case = harness.case.Case.from_json(CASE_JSON)
     if world != case.world_size:
-        print(f"rank {rank}: this case needs {case.world_size} ranks, not {world}", flush=True)
+        say(f"rank {rank}: this case needs {case.world_size} ranks, not {world}")
         return 2
     call = harness.conventions.Call(**json.loads(CALL_JSON))
     device = f"cuda:{rank % torch.cuda.device_count()}" if case.device == "cuda" else "cpu"
@@ -232,23 +238,23 @@ def run_rank(rank: int, world: int) -> int:
     try:
         target = load_target()
     except BaseException:
-        print(f"rank {rank}: importing {TARGET} raised:\n{traceback.format_exc()}", flush=True)
+        say(f"rank {rank}: importing {TARGET} raised:\n{traceback.format_exc()}")
         return BROKE
     for earlier in json.loads(HISTORY_JSON):
         before = harness.case.Case.from_dict(earlier["case"])
         harness.procedure.run_case(request(harness, before, call, earlier["repeat"]), rank, target, device)
     result = harness.procedure.run_case(request(harness, case, call, REPEAT), rank, target, device)
     if OUT_OF_CONTRACT and result.error and result.error_phase == "forward":
-        print(f"rank {rank}: raised, as it should out of contract: {result.error.strip().splitlines()[-1]}", flush=True)
+        say(f"rank {rank}: raised, as it should out of contract: {result.error.strip().splitlines()[-1]}")
         return RAISED
     if OUT_OF_CONTRACT:
         violations = [] if result.idle else harness.checks.check_misuse_result(case, result)
     else:
         violations = harness.checks.check_result(case, result, bits=BITS)
     for violation in violations:
-        print(violation.describe(), flush=True)
+        say(violation.describe())
     if not violations:
-        print(f"rank {rank}: {'idle (outside every group)' if result.idle else 'every property holds'}", flush=True)
+        say(f"rank {rank}: {'idle (outside every group)' if result.idle else 'every property holds'}")
     return BROKE if violations else MATCHED
 
 

@@ -400,7 +400,7 @@ def cases(
     if long_rank:
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
     return _cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
-                  output=_output(contract), groups=contract.groups)
+                  output=_output(contract), groups=contract.groups, mesh=contract.mesh)
 
 
 def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
@@ -436,6 +436,7 @@ def _cases(
     device: str,
     output: str = "tensor",
     groups: bool = False,
+    mesh: bool = False,
 ) -> Case:
     drawn, traits = draw(shapes_and_traits)
     dtype = draw(st.sampled_from(names))
@@ -444,7 +445,10 @@ def _cases(
     shapes, dim = drawn.shapes, drawn.dim
     if output == "stack" and draw(_SCALARS):
         shapes, dim = tuple(() for _ in shapes), 0
-    layout = _group_layout(draw(_group_labels(len(shapes)))) if groups else ()
+    if mesh:
+        layout = _mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
+    else:
+        layout = _group_layout(draw(_group_labels(len(shapes)))) if groups else ()
     ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(shapes, traits))
     return Case(ranks=ranks, dim=dim, dtype=dtype, grad=grad, backend=backend, device=device, groups=layout,
                 output=output)
@@ -457,6 +461,21 @@ _SCALARS = st.integers(0, 4).map(lambda k: k == 4)
 def _group_labels(world: int) -> st.SearchStrategy[list[int]]:
     """One label per rank: 0..W-1 name a group, W leaves the rank idle; all 0 is the world."""
     return st.lists(st.integers(0, world), min_size=world, max_size=world)
+
+
+def _mesh_choice(world: int) -> st.SearchStrategy[tuple[int, bool]]:
+    """A group size n dividing W (largest first, so shrinking goes toward one group: the world)
+    and whether the groups are a mesh's columns (strided) rather than its rows (contiguous)."""
+    sizes = [n for n in range(world, 0, -1) if world % n == 0]
+    return st.tuples(st.sampled_from(sizes), st.booleans())
+
+
+def _mesh_layout(world: int, size: int, columns: bool) -> tuple[tuple[int, ...], ...]:
+    """The groups of one dimension of a 2-D mesh over ``world`` ranks, ``size`` ranks each."""
+    count = world // size
+    if columns:
+        return tuple(tuple(range(c, world, count)) for c in range(count))
+    return tuple(tuple(range(k * size, (k + 1) * size)) for k in range(count))
 
 
 def _group_layout(labels: list[int]) -> tuple[tuple[int, ...], ...]:

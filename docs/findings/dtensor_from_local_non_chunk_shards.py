@@ -12,64 +12,10 @@ semantic".  With run_check=True a non-chunk layout should raise, not give wrong 
 Run: timeout 60 python docs/findings/dtensor_from_local_non_chunk_shards.py   (exit 1 = reproduced)
 """
 
-import torch
-
-# --- launcher: W gloo ranks on loopback, results back through a queue (torch + stdlib only) ---
-import os
-import socket
 import sys
-import time
-import traceback
 
-import torch.multiprocessing as mp
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank, world, port, fn, args, queue):
-    import torch.distributed as dist
-
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        queue.put((rank, "ok", fn(rank, world, *args)))
-        dist.destroy_process_group()
-    except BaseException as exc:  # report it to the parent instead of dying silently
-        queue.put((rank, "error", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
-
-
-def launch(fn, world, *args, timeout=45.0):
-    """Run fn(rank, world, *args) on `world` spawned ranks; {rank: (status, value)}.
-
-    A rank that does not report within `timeout` seconds is killed and reported as "hang".
-    """
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, fn, args, queue)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results, deadline = {}, time.monotonic() + timeout
-    while len(results) < world and time.monotonic() < deadline:
-        if not queue.empty():
-            rank, status, value = queue.get()
-            results[rank] = (status, value)
-        elif all(not p.is_alive() for p in procs) and queue.empty():
-            break
-        else:
-            time.sleep(0.02)
-    for rank, p in enumerate(procs):
-        p.join(timeout=2.0)
-        if p.is_alive():  # only the processes this script started
-            p.kill()
-            p.join()
-            results.setdefault(rank, ("hang", f"no report within {timeout:.0f} s"))
-        results.setdefault(rank, ("dead", f"exit code {p.exitcode}"))
-    return results
-
+import torch
+from _ranks import conclude, launch, reported  # the shared launcher, beside this script
 
 LENGTHS = [2, 1, 1]
 
@@ -104,16 +50,13 @@ def main():
     print(f"torch {torch.__version__}, backend gloo, 3 ranks, local lengths {LENGTHS} (global 4), run_check=True")
     res = launch(work, len(LENGTHS))
     reproduced = False
-    for rank in sorted(res):
-        status, value = res[rank]
-        if status != "ok":
-            print(f"rank {rank}: {status}: {value}")
-            continue
+    for rank, value in reported(res):
         print(f"rank {rank}: full_tensor expected {value['expected']}, actual {value['values']}")
         print(f"        x.grad     expected {value['expected_grad']}, actual {value['grad']}")
         reproduced |= value["values"] != value["expected"] or value["grad"] != value["expected_grad"]
-    print("\nREPRODUCED (silently wrong, no error from run_check=True)" if reproduced else "\nnot reproduced")
-    return 1 if reproduced else 0
+    if reproduced:
+        print("\nsilently wrong: no error from run_check=True")
+    return conclude(reproduced)
 
 
 if __name__ == "__main__":

@@ -11,63 +11,11 @@ a fraction of calls (0.3 % to 7 % measured, timing-dependent).  See funcol_compl
 Run: timeout 120 python docs/findings/funcol_complex_autograd_view_race.py   (exit 1 = reproduced)
 """
 
-import torch
-
-# --- launcher: W gloo ranks on loopback, results back through a queue (torch + stdlib only) ---
-import os
-import socket
 import sys
 import time
-import traceback
 
-import torch.multiprocessing as mp
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank, world, port, fn, args, queue):
-    import torch.distributed as dist
-
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        queue.put((rank, "ok", fn(rank, world, *args)))
-        dist.destroy_process_group()
-    except BaseException as exc:  # report it to the parent instead of dying silently
-        queue.put((rank, "error", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
-
-
-def launch(fn, world, *args, timeout=45.0):
-    """Run fn(rank, world, *args) on `world` spawned ranks; {rank: (status, value)}.
-
-    A rank that does not report within `timeout` seconds is killed and reported as "hang".
-    """
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, fn, args, queue)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results, deadline = {}, time.monotonic() + timeout
-    while len(results) < world and time.monotonic() < deadline:
-        if not queue.empty():
-            rank, status, value = queue.get()
-            results[rank] = (status, value)
-        elif all(not p.is_alive() for p in procs) and queue.empty():
-            break
-        else:
-            time.sleep(0.02)
-    for rank, p in enumerate(procs):
-        p.join(timeout=2.0)
-        if p.is_alive():  # only the processes this script started
-            p.kill()
-            p.join()
-            results.setdefault(rank, ("hang", f"no report within {timeout:.0f} s"))
-        results.setdefault(rank, ("dead", f"exit code {p.exitcode}"))
-    return results
+import torch
+from _ranks import conclude, launch, reported  # the shared launcher, beside this script
 
 
 def mechanism(rank, world):
@@ -126,25 +74,17 @@ def main():
 
     print("\n1) mechanism: the collective bumps the output's version counter after the op returned")
     res = launch(mechanism, 2)
-    for rank in sorted(res):
-        status, value = res[rank]
-        if status != "ok":
-            print(f"   rank {rank}: {status}: {value}")
-            continue
+    for rank, value in reported(res, indent="   "):
         print(f"   rank {rank}: output is a view (view_as_complex): {value['is_view']}; "
               f"version {value['version_before']} -> {value['version_after']} with no op in between")
-        print(f"           expected: _wrap_tensor_autograd(out) succeeds")
+        print("           expected: _wrap_tensor_autograd(out) succeeds")
         print(f"           actual:   {'succeeds' if value['error'] is None else 'RuntimeError: ' + value['error'][:160]}")
         reproduced |= value["error"] is not None
 
     print("\n2) public API: funcol.all_gather_single(x, 0, WORLD) with requires_grad: complex64 (300 calls per rank), float32 control (100)")
     for dtype_name, calls in (("complex64", 300), ("float32", 100)):
         res = launch(public_api, 2, dtype_name, calls)
-        for rank in sorted(res):
-            status, value = res[rank]
-            if status != "ok":
-                print(f"   {dtype_name} rank {rank}: {status}: {value}")
-                continue
+        for rank, value in reported(res, indent=f"   {dtype_name} "):
             print(f"   {dtype_name} rank {rank}: expected 0 of {value['calls']} calls to raise, "
                   f"actual {value['errors']}" + (f" (first: {value['first']})" if value["first"] else ""))
             if dtype_name == "complex64":
@@ -152,8 +92,7 @@ def main():
             if value["wrong_values"]:
                 print(f"   {dtype_name} rank {rank}: {value['wrong_values']} calls returned wrong values")
 
-    print("\nREPRODUCED" if reproduced else "\nnot reproduced")
-    return 1 if reproduced else 0
+    return conclude(reproduced)
 
 
 if __name__ == "__main__":

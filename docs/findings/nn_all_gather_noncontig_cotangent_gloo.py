@@ -13,63 +13,10 @@ which on gloo writes the received bytes contiguously into the strided output.
 Run: timeout 60 python docs/findings/nn_all_gather_noncontig_cotangent_gloo.py   (exit 1 = reproduced)
 """
 
-import torch
-
-# --- launcher: W gloo ranks on loopback, results back through a queue (torch + stdlib only) ---
-import os
-import socket
 import sys
-import time
-import traceback
 
-import torch.multiprocessing as mp
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank, world, port, fn, args, queue):
-    import torch.distributed as dist
-
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        queue.put((rank, "ok", fn(rank, world, *args)))
-        dist.destroy_process_group()
-    except BaseException as exc:  # report it to the parent instead of dying silently
-        queue.put((rank, "error", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
-
-
-def launch(fn, world, *args, timeout=45.0):
-    """Run fn(rank, world, *args) on `world` spawned ranks; {rank: (status, value)}.
-
-    A rank that does not report within `timeout` seconds is killed and reported as "hang".
-    """
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, fn, args, queue)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results, deadline = {}, time.monotonic() + timeout
-    while len(results) < world and time.monotonic() < deadline:
-        if not queue.empty():
-            rank, status, value = queue.get()
-            results[rank] = (status, value)
-        elif all(not p.is_alive() for p in procs) and queue.empty():
-            break
-        else:
-            time.sleep(0.02)
-    for rank, p in enumerate(procs):
-        p.join(timeout=2.0)
-        if p.is_alive():  # only the processes this script started
-            p.kill()
-            p.join()
-            results.setdefault(rank, ("hang", f"no report within {timeout:.0f} s"))
-        results.setdefault(rank, ("dead", f"exit code {p.exitcode}"))
-    return results
+import torch
+from _ranks import conclude, launch, reported  # the shared launcher, beside this script
 
 
 def work(rank, world):
@@ -89,16 +36,11 @@ def main():
     for world in (1, 2):
         print(f"torch {torch.__version__}, backend gloo, {world} rank(s), x 2x2, cotangents with strides (1, 2)")
         res = launch(work, world)
-        for rank in sorted(res):
-            status, value = res[rank]
-            if status != "ok":
-                print(f"   rank {rank}: {status}: {value}")
-                reproduced = True
-                continue
+        reproduced |= any(status != "ok" for status, _ in res.values())
+        for rank, value in reported(res, indent="   "):
             print(f"   rank {rank}: x.grad expected {value['expected']}, actual {value['grad']}")
             reproduced |= value["grad"] != value["expected"]
-    print("\nREPRODUCED" if reproduced else "\nnot reproduced")
-    return 1 if reproduced else 0
+    return conclude(reproduced)
 
 
 if __name__ == "__main__":

@@ -11,28 +11,44 @@ The contract is the authors' claim, not the truth: finding where the two differ 
 harness's job.  Gradient column: ``local`` = own slot of own cotangent, ``sum`` = sum over
 ranks of their cotangents' slot, ``none`` = not differentiable.
 
-====================== ========================================= ======== ==== ===== ======
-name                   origin                                    ragged   dims grad  output
-====================== ========================================= ======== ==== ===== ======
-pad_to_max_1d          StackOverflow 71433508 ``all_gather(q,..)`` yes      0    none  list
-pad_to_max_nd          its N-d extension ``all_gather_nd``       yes      0    none  list
-pad_unpad_by_value     same, padding removed by value            yes      0    none  list
-plain_all_gather       ``dist.all_gather`` + ``cat`` (MoCo)      no       any  none  tensor
-no_grad_local_trick    gather in no_grad, ``all_x[rank] = x``    no       any  local tensor
-simclr_gather_layer    SimCLR ``GatherLayer`` (``.apply``)       no       0    local list
-bolts_sync_function    lightning-bolts ``SyncFunction``          no       0    sum   tensor
-clip4clip_all_gather   CLIP4Clip ``AllGather``                   no       0    sum   tensor
-all_gather_into_tensor ``dist.all_gather_into_tensor``           no       any  none  tensor
-all_gather_single      ``dist.all_gather_single`` (torch 2.13)   no       any  none  tensor
-lucidrains_all_gather  lucidrains ``AllGather(dim)``             yes      any  local first
-lucidrains_all_reduce  same, ``all_reduce_grads=True``           yes      any  sum   first
-torch_nn_all_gather    ``torch.distributed.nn.functional``       no       0    sum   list
-all_gather_object      ``dist.all_gather_object``                yes      any  none  tensor
-functional_autograd    ``all_gather_tensor_autograd``            no       0    sum   tensor
-ours_sum               ``harness.ragged.all_gather_ragged``      yes      any  sum   tensor
-ours_local             same, ``grad="local"``                    yes      any  local tensor
-ours_mean              same, ``grad="mean"``                     yes      any  mean  tensor
-====================== ========================================= ======== ==== ===== ======
+======================================= =========================================== ====== ==== ===== ======
+name                                    origin                                      ragged dims grad  output
+======================================= =========================================== ====== ==== ===== ======
+pad_to_max_1d                           StackOverflow 71433508 ``all_gather(q,..)``   yes    0    none  list
+pad_to_max_nd                           its N-d extension ``all_gather_nd``         yes    0    none  list
+pad_unpad_by_value                      same, padding removed by value              yes    0    none  list
+plain_all_gather                        ``dist.all_gather`` + ``cat`` (MoCo)        no     any  none  tensor
+no_grad_local_trick                     gather in no_grad, ``all_x[rank] = x``      no     any  local tensor
+simclr_gather_layer                     SimCLR ``GatherLayer`` (``.apply``)         no     0    local list
+bolts_sync_function                     lightning-bolts ``SyncFunction``            no     0    sum   tensor
+clip4clip_all_gather                    CLIP4Clip ``AllGather``                     no     0    sum   tensor
+all_gather_into_tensor                  ``dist.all_gather_into_tensor``             no     any  none  tensor
+all_gather_single                       ``dist.all_gather_single`` (torch 2.13)     no     any  none  tensor
+lucidrains_all_gather                   lucidrains ``AllGather(dim)``               yes    any  local first
+lucidrains_all_reduce                   same, ``all_reduce_grads=True``             yes    any  sum   first
+torch_nn_all_gather                     ``torch.distributed.nn.functional``         no     0    sum   list
+torch_nn_all_gather_groups              same, on subgroups                          no     0    sum   list
+all_gather_object                       ``dist.all_gather_object``                  yes    any  none  list
+all_gather_into_tensor_stack            ``all_gather_into_tensor``, (W, ...) output no     any  none  stack
+dtensor_redistribute                    DTensor ``Shard`` -> ``Replicate``          no     any  local tensor
+dtensor_redistribute_uneven             same, uneven shards                         yes    any  local tensor
+dtensor_full_tensor                     ``DTensor.full_tensor()``                   no     any  local tensor
+dtensor_full_tensor_sum_grad            same, ``grad_placements=[Partial()]``       no     any  sum   tensor
+funcol_all_gather_tensor                ``_functional_collectives`` (deprecated)    no     0    sum   tensor
+funcol_all_gather_tensor_autograd       ``all_gather_tensor_autograd``              no     0    sum   tensor
+funcol_all_gather_single                ``all_gather_single``                       no     0    sum   tensor
+funcol_all_gather_single_autograd       ``all_gather_single_autograd``              no     0    sum   tensor
+funcol_all_gather_into_tensor_coalesced ``all_gather_into_tensor_coalesced``        no     0    sum   first
+funcol_all_gather_mesh                  ``(DeviceMesh, 0)`` over a subgroup         no     0    sum   tensor
+dtensor_mesh2d                          2-D mesh, one mesh dimension (DTensor)      no     any  local tensor
+funcol_mesh2d                           2-D mesh, one mesh dimension (funcol)       no     0    sum   tensor
+ours_sum                                ``harness.ragged.all_gather_ragged``        yes    any  sum   tensor
+ours_local                              same, ``grad="local"``                      yes    any  local tensor
+ours_mean                               same, ``grad="mean"``                       yes    any  mean  tensor
+======================================= =========================================== ====== ==== ===== ======
+
+torch's own paths (``harness.variants.torch_paths``) are described, with what they were found to
+do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catalogue leaves out.
 """
 
 from __future__ import annotations
@@ -55,9 +71,11 @@ class VariantSpec:
     origin: str
 
 
-def _claim(ragged: bool, dims: str, grad: str, output: str = "tensor") -> Contract:
+def _claim(
+    ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool = False, mesh: bool = False
+) -> Contract:
     """The authors' claim, over every dtype gloo supports, with the result's convention."""
-    return Contract(ragged=ragged, dims=dims, dtypes=GLOO_DTYPES, grad=grad, output=output)
+    return Contract(ragged=ragged, dims=dims, dtypes=GLOO_DTYPES, grad=grad, output=output, groups=groups, mesh=mesh)
 
 
 CATALOGUE: tuple[VariantSpec, ...] = (
@@ -167,19 +185,115 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "reduce-scatters the cotangents: the summed gradient.",
     ),
     VariantSpec(
-        "all_gather_object",
-        "harness.variants.torch_builtin:all_gather_object",
-        _claim(ragged=True, dims="any", grad="none"),
-        "`dist.all_gather_object` of the tensor itself (pickled), concatenated along `dim`. "
-        "Any shapes; no gradient.",
+        "torch_nn_all_gather_groups",
+        "torch.distributed.nn.functional:all_gather",
+        _claim(ragged=False, dims="0", grad="sum", output="list", groups=True),
+        "The same, given subgroups (`group=`): its documentation names no restriction on the "
+        "group. Source of the claim: the `all_gather` docstring in torch/distributed/nn/functional.py.",
     ),
     VariantSpec(
-        "functional_autograd",
-        "harness.variants.torch_builtin:functional_autograd",
+        "all_gather_object",
+        "harness.variants.torch_paths:all_gather_object_list",
+        _claim(ragged=True, dims="any", grad="none", output="list", groups=True),
+        "`dist.all_gather_object(out, x, group)`: 'Gathers picklable objects from the whole group "
+        "into a list' (its docstring); the list of every rank's tensor, any shapes, no gradient. "
+        "Adapter: the caller-allocated output list.",
+    ),
+    VariantSpec(
+        "all_gather_into_tensor_stack",
+        "harness.variants.torch_paths:all_gather_into_tensor_stack",
+        _claim(ragged=False, dims="any", grad="none", output="stack"),
+        "`dist.all_gather_into_tensor(out, x)` into a stacked (W, *x.shape) `out`: its docstring "
+        "documents 'a stack of all the input tensors along the primary dimension' as an output form. "
+        "Adapter: the caller-allocated buffer.",
+    ),
+    VariantSpec(
+        "dtensor_redistribute",
+        "harness.variants.torch_paths:dtensor_redistribute",
+        _claim(ragged=False, dims="any", grad="local", groups=True),
+        "DTensor `from_local(x, mesh, [Shard(dim)]).redistribute(mesh, [Replicate()]).to_local()` "
+        "on a mesh over the given group: redistribute documents Shard -> Replicate as an all_gather; "
+        "from_local without `shape` assumes even shards; the gradient of `to_local` is taken as "
+        "replicated, so its backward keeps this rank's chunk (local).",
+    ),
+    VariantSpec(
+        "dtensor_redistribute_uneven",
+        "harness.variants.torch_paths:dtensor_redistribute_uneven",
+        _claim(ragged=True, dims="any", grad="local"),
+        "The same with uneven shards: from_local's docstring says `shape` 'needs to be provided if "
+        "the shape of local_tensor are different across the ranks'; given it (and `stride`), any "
+        "per-rank lengths are claimed. Glue: one all_reduce of the lengths for the global shape.",
+    ),
+    VariantSpec(
+        "dtensor_full_tensor",
+        "harness.variants.torch_paths:dtensor_full_tensor",
+        _claim(ragged=False, dims="any", grad="local"),
+        "`DTensor.full_tensor()`: 'syntactic sugar' for redistribute to Replicate and to_local "
+        "(its docstring); differentiable, the gradient placements replicated by default.",
+    ),
+    VariantSpec(
+        "dtensor_full_tensor_sum_grad",
+        "harness.variants.torch_paths:dtensor_full_tensor_sum_grad",
+        _claim(ragged=False, dims="any", grad="sum"),
+        "`full_tensor(grad_placements=[Partial()])`: the hint that every rank's gradient is a "
+        "partial sum, so the backward reduce-scatters it (sum).",
+    ),
+    VariantSpec(
+        "funcol_all_gather_tensor",
+        "harness.variants.torch_paths:funcol_all_gather_tensor",
         _claim(ragged=False, dims="0", grad="sum"),
-        "`torch.distributed._functional_collectives.all_gather_tensor_autograd(x, dim, "
-        "group)`: its docs claim gradient propagation across workers (backward is a SUM "
-        "reduce_scatter) and support for gather_dim=0 only. Equal shapes.",
+        "`_functional_collectives.all_gather_tensor(x, gather_dim, group)` (deprecated for "
+        "all_gather_single, which it calls): 'it currently only supports gather_dim = 0' (its "
+        "docstring); autograd is registered on the op (backward: reduce_scatter, sum).",
+    ),
+    VariantSpec(
+        "funcol_all_gather_tensor_autograd",
+        "harness.variants.torch_paths:funcol_all_gather_tensor_autograd",
+        _claim(ragged=False, dims="0", grad="sum"),
+        "`all_gather_tensor_autograd(x, gather_dim, group)`: its docstring claims gradient "
+        "propagation across workers (backward: a SUM reduce_scatter) and gather_dim=0 only.",
+    ),
+    VariantSpec(
+        "funcol_all_gather_single",
+        "harness.variants.torch_paths:funcol_all_gather_single",
+        _claim(ragged=False, dims="0", grad="sum"),
+        "`all_gather_single(x, gather_dim, group)`, torch 2.13's name for the functional gather; "
+        "same docstring and contract as all_gather_tensor.",
+    ),
+    VariantSpec(
+        "funcol_all_gather_single_autograd",
+        "harness.variants.torch_paths:funcol_all_gather_single_autograd",
+        _claim(ragged=False, dims="0", grad="sum"),
+        "`all_gather_single_autograd(x, gather_dim, group)`: as all_gather_tensor_autograd.",
+    ),
+    VariantSpec(
+        "funcol_all_gather_into_tensor_coalesced",
+        "harness.variants.torch_paths:funcol_all_gather_into_tensor_coalesced",
+        _claim(ragged=False, dims="0", grad="sum", output="first"),
+        "`all_gather_into_tensor_coalesced([x], group)`: 'Gather a list of tensors ... only supports "
+        "gather_dim = 0' (its docstring); one gathered tensor per input. Adapter: the one-element list.",
+    ),
+    VariantSpec(
+        "funcol_all_gather_mesh",
+        "harness.variants.torch_paths:funcol_all_gather_mesh",
+        _claim(ragged=False, dims="0", grad="sum", groups=True),
+        "`all_gather_single(x, gather_dim, (mesh, 0))` on `DeviceMesh.from_group(group)`: the "
+        "'(DeviceMesh, int): ... one dimension of the DeviceMesh' form, over the drawn subgroups.",
+    ),
+    VariantSpec(
+        "dtensor_mesh2d",
+        "harness.variants.torch_paths:dtensor_mesh2d",
+        _claim(ragged=False, dims="any", grad="local", groups=True, mesh=True),
+        "`from_local(x, mesh2d, [Shard(dim), Replicate()]).full_tensor()` (or the mesh dims swapped) "
+        "on a 2-D mesh: a gather over one mesh dimension, i.e. a subgroup; local gradient as "
+        "full_tensor. Glue: the 2-D mesh is built around the drawn group.",
+    ),
+    VariantSpec(
+        "funcol_mesh2d",
+        "harness.variants.torch_paths:funcol_mesh2d",
+        _claim(ragged=False, dims="0", grad="sum", groups=True, mesh=True),
+        "`all_gather_single(x, gather_dim, (mesh2d, mesh_dim))` on a 2-D mesh: the same gather "
+        "over one mesh dimension; sum gradient.",
     ),
     VariantSpec(
         "ours_sum",
@@ -202,6 +316,16 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=True, dims="any", grad="mean"),
         "`all_gather_ragged(x, dim, grad='mean')`: same forward; backward is the summed "
         "gradient divided by the world size.",
+    ),
+)
+
+
+#: Gather paths torch ships that the catalogue does not check, and why (the report prints them).
+NOT_CHECKED: tuple[tuple[str, str], ...] = (
+    (
+        "gather_object",
+        "torch.distributed.gather_object gathers to one destination rank; every other "
+        "rank gets None, so the every-rank-gets-the-result contract does not apply",
     ),
 )
 
