@@ -113,7 +113,7 @@ def inrank_loop(n_iter: int, case: Any, repeat: bool) -> tuple[float, float, int
     import pickle
 
     from harness import rank as rank_module
-    from harness.protocol import RunRequest
+    from harness.procedure import RunRequest
 
     log = rank_module.CollectiveLog(None)
     request = RunRequest(case=case, target=TARGET, check_grad=False, repeat=repeat)

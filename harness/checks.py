@@ -138,22 +138,56 @@ def piece_names(output: str, count: int) -> list[str]:
     return ["output[0]" if output == "first" else "output"]
 
 
-@functools.lru_cache(maxsize=64)
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
-    """The reference pieces, cached: shrinking and replays run the same case many times."""
-    return reference.expected_pieces(case, rank, companion=companion)
+    """The reference pieces of ``rank``: the same for every member of its group, so computed once per group."""
+    members = case.members(rank)
+    return _group_pieces(case, members[0] if members else rank, companion)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_pieces(case: Case, first: int, companion: bool) -> list[torch.Tensor]:
+    """Cached: shrinking and replays run the same case many times.  Never modified by a check."""
+    return reference.expected_pieces(case, first, companion=companion)
+
+
+@functools.lru_cache(maxsize=256)
+def _original_input(case: Case, rank: int) -> torch.Tensor:
+    return make_input(case, rank)
+
+
+@functools.lru_cache(maxsize=256)
+def _expected_grad(case: Case, rank: int, contract: str) -> reference.ExpectedGrad:
+    return reference.expected_grad(case, rank, contract)
+
+
+def prepare(case: Case, *, stability: bool) -> None:
+    """Compute (into the caches) what :func:`check_outcome` will compare ``case``'s results with.
+
+    The pool calls this while the ranks run the case, so the reference costs no wall time of
+    its own: the driver would otherwise only wait.  ``stability``: the companion call runs too.
+    """
+    for rank in range(case.world_size):
+        if case.idle(rank):
+            continue
+        expected_pieces(case, rank)
+        if stability:
+            expected_pieces(case, rank, companion=True)
+        _original_input(case, rank)
+        if case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES:
+            _expected_grad(case, rank, case.grad)
 
 
 def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
     r = result.rank
     if result.input_stride_after is not None:
         return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
-    return _check_bits("inputs-untouched", "input", result.input_after, make_input(case, r), r, where="after the call")
+    return _check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
+                       where="after the call")
 
 
 def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     r = result.rank
-    want = reference.expected_grad(case, r, case.grad)
+    want = _expected_grad(case, r, case.grad)
     got = result.grad
     if got is None:
         return [Violation("gradients", "mismatch", r, f"grad of x=None, but should be {_contract_text(case.grad)} on rank {r}")]

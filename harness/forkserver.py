@@ -15,7 +15,7 @@ import multiprocessing.context
 from multiprocessing import forkserver
 
 #: What the forkserver imports before it forks any rank.
-PRELOAD: list[str] = ["harness.rank", "torch._dynamo"]
+PRELOAD: list[str] = ["harness.rank", "torch._dynamo", "harness._fast_exit"]
 
 
 def context() -> multiprocessing.context.ForkServerContext:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
@@ -36,7 +37,7 @@ from harness.case import Case
 from harness.contract import MAX_WORLD_SIZE
 from harness.conventions import Call
 from harness.procedure import RankResult, RunRequest
-from harness.protocol import LEDGER_BYTES, Ledger, RankInit, last_entered, read_ledger, receive, send
+from harness.protocol import LEDGER_BYTES, Ledger, RankInit, encode, last_entered, read_ledger, receive, send
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
@@ -265,20 +266,22 @@ class RankSet:
         self.conns = []
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True) -> Outcome:
+    def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
+            meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run one case; after a fault (the ranks may be out of step) or a leak the set is dropped.
 
         A case where every rank returned, errors included, with the collectives of each group
         in step leaves the set usable: the next case runs on the same warm ranks.  Without
         ``diagnose`` a fault is classified but its ranks' stacks and logs are not collected
         (shrinking runs hundreds of faulty cases; only the reported one needs them).
+        ``meanwhile`` runs in the controller once the ranks have the case (the judge's reference).
         """
         started = time.perf_counter()
         if self.reload_next:
             request, self.reload_next, self.history = replace(request, reload=True), False, []
         log_offsets = [_size(path) for path in self.logs]
         layout = request.case.layout()
-        results = self._exchange("run", request, timeout, layout)
+        results = self._exchange("run", request, timeout, layout, meanwhile)
         outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = _Ledgers(self.last, layout)
         outcome.fault, outcome.desync = _classify(results, self._dead(), ledgers)
@@ -299,8 +302,8 @@ class RankSet:
             self.kill()
         return results
 
-    def _exchange(self, name: str, payload: Any, timeout: float,
-                  layout: tuple[tuple[int, ...], ...]) -> list[RankResult | None]:
+    def _exchange(self, name: str, payload: Any, timeout: float, layout: tuple[tuple[int, ...], ...],
+                  meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
         """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
         While waiting it reads every rank's collective ledger: two ranks of a group that
@@ -309,9 +312,13 @@ class RankSet:
         rank raises or dies the others get :data:`GRACE_S` more.  Only a rank stuck outside
         any collective costs the whole ``timeout``.
         """
-        for r, conn in enumerate(self.conns):
+        message = encode(name, payload)
+        for r in range(self.world_size):
             self.last[r].value = b""  # no stale ledger from the last case
-            send(conn, name, payload)
+        for conn in self.conns:
+            conn.send_bytes(message)
+        if meanwhile is not None:
+            meanwhile()
         self.closed = set()
         results: list[RankResult | None] = [None] * self.world_size
         pending = {conn: r for r, conn in enumerate(self.conns)}
@@ -406,14 +413,15 @@ class RankSets:
 
     def run(self, case: Case, target: str, *, call: Call | None = None, check_grad: bool | None = None,
             repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "",
-            diagnose: bool = True) -> Outcome:
+            diagnose: bool = True, meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks (see :class:`RunRequest`
         and :meth:`RankSet.run`)."""
         check_grad = case.grad != "none" if check_grad is None else check_grad
         request = RunRequest(case=case, target=target, call=call or Call(), check_grad=check_grad, repeat=repeat,
                              detect=detect, declared=declared)
         rank_set = self.rank_set(case.backend, case.device, case.world_size)
-        return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose)
+        return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose,
+                            meanwhile=meanwhile)
 
     def forget_state(self, case: Case) -> None:
         """After a case failed: the target's module is executed afresh before the next case on

@@ -99,6 +99,19 @@ def settings_for(name: str) -> settings:
     return settings(common, max_examples=examples, database=_database())
 
 
+def for_the_pool(base: settings) -> settings:
+    """``base`` (a caller's profile) with what every search on real ranks needs, whatever it says.
+
+    No deadline (a case spans processes), no ``explain`` phase (see :data:`PHASES`), and
+    the health checks that slow examples trip switched off.  A Python-API caller's active
+    profile would otherwise bring Hypothesis's defaults: 200 ms deadlines and an explain
+    phase that made one gradient finding take 24 s instead of 3.
+    """
+    phases = tuple(phase for phase in base.phases if phase is not Phase.explain)
+    suppressed = list(dict.fromkeys([*base.suppress_health_check, *_SLOW_OK]))
+    return settings(base, deadline=None, phases=phases, suppress_health_check=suppressed)
+
+
 def register() -> None:
     """Register the four profiles with Hypothesis (idempotent); the project's conftest calls it."""
     for name in WORLD_SIZES:

@@ -19,6 +19,7 @@ case itself, so a replay makes the same calls), and on every example once someth
 from __future__ import annotations
 
 import collections
+import functools
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from hypothesis.strategies import SearchStrategy
 
 from harness import capabilities, confirm, coverage, probe, profiles, strategies
 from harness.case import Case
-from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts
+from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts, prepare
 from harness.contract import Contract, UsageError
 from harness.conventions import Call
 from harness.coverage import Coverage
@@ -166,7 +167,7 @@ def run_check(
     contract = probed.contract
     report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes,
                          coverage=Coverage.for_contract(contract, dtypes))
-    active = profiles.keyed(base_settings or settings(), f"{target}|{contract.describe()}".encode())
+    active = profiles.keyed(profiles.for_the_pool(base_settings or settings()), f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
                        shrink_budget_s, collections.Counter() if track_semantics else None)
     if probed.failed is not None:
@@ -238,7 +239,8 @@ class _Session:
         self.progress.examples += 1
         self.progress.current = case
         self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.timeout,
-                                  diagnose=False)  # the confirmation's replay collects stacks and logs
+                                  diagnose=False,  # the confirmation's replay collects stacks and logs
+                                  meanwhile=functools.partial(prepare, case, stability=repeat))
         return self.last
 
     def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:

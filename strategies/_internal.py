@@ -12,6 +12,7 @@ failing case shrinks toward the smallest world, the fewest dims, the shortest le
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -141,6 +142,7 @@ def _length_args(world_sizes: object, ragged: object, max_length: object) -> tup
     )
 
 
+@functools.cache
 def _length(cap: int) -> st.SearchStrategy[int]:
     """A short length (0..4) or, when a flag is set, any length up to ``cap``: two choices.
 
@@ -154,6 +156,7 @@ def _length(cap: int) -> st.SearchStrategy[int]:
     return st.tuples(st.booleans(), st.integers(0, cap)).map(lambda drawn: drawn[1] if drawn[0] else drawn[1] % (_SHORT + 1))
 
 
+@functools.cache
 def _raw_lengths(
     worlds: tuple[int, int], ragged: bool, cap: int, traits: st.SearchStrategy[T]
 ) -> st.SearchStrategy[tuple[tuple[int, ...], tuple[T, ...]]]:
@@ -169,11 +172,13 @@ def _raw_lengths(
     if ragged:
         pairs = st.lists(st.tuples(_length(cap), traits), min_size=low, max_size=high)
         return pairs.map(lambda drawn: (tuple(n for n, _ in drawn), tuple(t for _, t in drawn)))
-    return st.integers(low, high).flatmap(
-        lambda w: st.tuples(_length(cap), st.lists(traits, min_size=w, max_size=w)).map(
-            lambda nt: ((nt[0],) * w, tuple(nt[1]))
-        )
-    )
+    return st.integers(low, high).flatmap(functools.partial(_equal_lengths, cap=cap, traits=traits))
+
+
+@functools.cache
+def _equal_lengths(w: int, cap: int, traits: st.SearchStrategy[T]) -> st.SearchStrategy[tuple[tuple[int, ...], tuple[T, ...]]]:
+    """One length for all ``w`` ranks, and a trait per rank."""
+    return st.tuples(_length(cap), st.lists(traits, min_size=w, max_size=w)).map(lambda nt: ((nt[0],) * w, tuple(nt[1])))
 
 
 def _fit_total(drawn: tuple[int, ...], max_total: int, ragged: bool) -> tuple[int, ...]:
@@ -239,6 +244,7 @@ def _shape_args(
     return worlds, ragged, (low, high), dims, max_length, max_elements  # type: ignore[return-value]
 
 
+@functools.cache
 def _dims(ndim: int, dims: str) -> st.SearchStrategy[int]:
     """A gather dim for ``ndim``-d shapes, shrinking toward 0 (or 1 when 0 is excluded)."""
     if dims == "0":
@@ -247,6 +253,22 @@ def _dims(ndim: int, dims: str) -> st.SearchStrategy[int]:
         return st.integers(-ndim, ndim - 1)
     # 1..ndim-1, then -1..-(ndim-1): every dim but the first, by either name.
     return st.integers(1, 2 * ndim - 2).map(lambda k: k if k < ndim else k - 2 * ndim + 1)
+
+
+@functools.cache
+def _other_dims(ndim: tuple[int, int]) -> st.SearchStrategy[list[int]]:
+    """The sizes of the dims besides the gather dim, as a list the shrinker can shorten."""
+    return st.lists(_OFF_DIM_SIZES, min_size=ndim[0] - 1, max_size=ndim[1] - 1)
+
+
+@functools.cache
+def _below(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
+@functools.cache
+def _one_of(names: tuple[str, ...]) -> st.SearchStrategy[str]:
+    return st.sampled_from(names)
 
 
 @_composite_named("ragged_shapes")
@@ -263,11 +285,11 @@ def _ragged_shapes(
     # World size (the lengths list) first, so the shrinker prefers fewer ranks over all else.
     drawn, rank_traits = draw(_raw_lengths(world_sizes, ragged, max_length, traits))
     # The other dims as a list whose size is ndim - 1, so the shrinker drops whole dims too.
-    others = draw(st.lists(_OFF_DIM_SIZES, min_size=ndim[0] - 1, max_size=ndim[1] - 1))
+    others = draw(_other_dims(ndim))
     n = len(others) + 1
     dim = draw(_dims(n, dims))
     if others and draw(_ZERO_AN_OFF_DIM):  # type: ignore[arg-type]  # mypy binds DrawFn to its first use
-        others[draw(st.integers(0, n - 2))] = 0
+        others[draw(_below(n - 1))] = 0
     block = math.prod(others)
     fitted = _fit_total(drawn, max_elements // max(block, 1), ragged)
     d = dim % n
@@ -439,7 +461,7 @@ def _cases(
     mesh: bool = False,
 ) -> Case:
     drawn, traits = draw(shapes_and_traits)
-    dtype = draw(st.sampled_from(names))
+    dtype = draw(_one_of(names))
     seed = draw(_SEEDS)
     grad = grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     shapes, dim = drawn.shapes, drawn.dim
@@ -458,11 +480,13 @@ def _cases(
 _SCALARS = st.integers(0, 4).map(lambda k: k == 4)
 
 
+@functools.cache
 def _group_labels(world: int) -> st.SearchStrategy[list[int]]:
     """One label per rank: 0..W-1 name a group, W leaves the rank idle; all 0 is the world."""
     return st.lists(st.integers(0, world), min_size=world, max_size=world)
 
 
+@functools.cache
 def _mesh_choice(world: int) -> st.SearchStrategy[tuple[int, bool]]:
     """A group size n dividing W (largest first, so shrinking goes toward one group: the world)
     and whether the groups are a mesh's columns (strided) rather than its rows (contiguous)."""

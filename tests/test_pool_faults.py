@@ -23,7 +23,9 @@ CORRECT = "tests.planted_faults:correct"
 
 @pytest.fixture(scope="module")
 def fault_pool():
+    """A pool whose forkserver is warm, so a fault's time is the fault's alone, not the start's."""
     with Pool(timeout=TIMEOUT_S) as pool:
+        assert pool.run(RAGGED, CORRECT, timeout=120.0).fault is None
         yield pool
 
 
