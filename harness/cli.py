@@ -180,6 +180,7 @@ def _verdict_text(result: CheckReport, options: CheckOptions) -> str:
         names = [f.property for f in result.findings + result.misuse_findings]
         lines = [f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} violated ({', '.join(names)}) "
                  f"in {counts}"]
+    lines += [f"leak: {leak}" for leak in result.leaks]
     lines += ["\n" + finding_text(finding) for finding in result.findings]
     if options.probe_misuse:
         lines.append(_misuse_summary(result))

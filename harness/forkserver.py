@@ -10,9 +10,11 @@ Hypothesis) meanwhile, on the other core.  This module imports only the standard
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
 import multiprocessing.context
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 
 #: What the forkserver imports before it forks any rank.
 PRELOAD: list[str] = ["harness.rank", "torch._dynamo", "harness._fast_exit"]
@@ -22,7 +24,26 @@ def context() -> multiprocessing.context.ForkServerContext:
     """The forkserver context ranks are started from, with :data:`PRELOAD` set."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    if not _STOP_REGISTERED:
+        _STOP_REGISTERED.append(True)
+        atexit.register(stop)  # before any pool registers its close: so it runs after them
     return ctx
+
+
+_STOP_REGISTERED: list[bool] = []
+
+
+def stop() -> None:
+    """Stop the forkserver and the resource tracker multiprocessing started, and wait for both.
+
+    Left alone they notice the end of the process that started them a moment after it, so
+    a command (or a pytest session) would return while they still ran.  Called at exit,
+    after the pools have stopped their ranks.  ``_stop`` is multiprocessing's own way to do
+    this (its test suite's); without it (another Python) they end on their own, as before.
+    """
+    for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        with contextlib.suppress(AttributeError, OSError, ChildProcessError):
+            server._stop()  # type: ignore[union-attr]
 
 
 def start() -> None:

@@ -41,6 +41,8 @@ from harness.protocol import LEDGER_BYTES, Ledger, RankInit, encode, last_entere
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
+#: How long ranks asked to stop may take to leave before they are killed.
+STOP_S = 1.0
 #: How often the controller reads the ranks' collective ledgers while it waits for them: often
 #: at first (a desync shows within milliseconds), then less so.
 POLL_S = (0.005, 0.02)
@@ -117,6 +119,11 @@ class Outcome:
     @property
     def errors(self) -> list[RankResult]:
         return [r for r in self.results if r is not None and r.error]
+
+    @property
+    def leaks(self) -> list[str]:
+        """What the target left behind on each rank (threads, open files); the set was replaced for it."""
+        return [f"{leak} on rank {r.rank}" for r in self.results if r is not None for leak in r.leaked]
 
     def describe_fault(self) -> str:
         lines = [f"{self.fault}: " + _fault_summary(self)]
@@ -239,15 +246,26 @@ class RankSet:
 
     def stop(self) -> None:
         """Ask ranks to leave cleanly; kill whatever does not."""
+        self.ask_to_stop()
+        self.await_stopped(time.monotonic() + STOP_S)
+
+    def ask_to_stop(self) -> None:
         self._await_spawner()
         for conn in self.conns:
-            try:
+            with contextlib.suppress(OSError):
                 send(conn, "stop", None)
-            except OSError:
-                pass
+
+    def await_stopped(self, deadline: float) -> None:
+        """Wait until ``deadline`` for the ranks to leave, kill the rest, and wait for them to be gone.
+
+        A process killed with SIGKILL is gone once the kernel has torn it down, which takes a
+        moment: whoever closes the pool returns only after that, so no rank outlives it.
+        """
         for proc in self.procs:
-            proc.join(timeout=1.0)
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
         self.kill()
+        for proc in self.procs:
+            proc.join(timeout=STOP_S)
 
     def kill(self) -> None:
         """SIGKILL every rank at once; the forkserver, their parent, reaps them.
@@ -264,6 +282,9 @@ class RankSet:
         for conn in self.conns:
             conn.close()
         self.conns = []
+        for path in [*self.logs, *self.stacks]:  # read by the diagnosis, which is over: a long run keeps none
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     # -- running ------------------------------------------------------------------------------
     def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
@@ -457,7 +478,8 @@ class Pool(RankSets):
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.context = forkserver.context()
-        self.tmpdir = tempfile.mkdtemp(prefix="gather-harness-")
+        _remove_stale_dirs()
+        self.tmpdir = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=60))
         self.sets: dict[tuple[str, str, int], RankSet] = {}
@@ -526,8 +548,12 @@ class Pool(RankSets):
         if self.closed:
             return
         self.closed = True
-        for rank_set in [*self.sets.values(), *self._all_spares()]:
-            rank_set.stop()
+        every = [*self.sets.values(), *self._all_spares()]
+        for rank_set in every:  # all at once: their clean exits overlap
+            rank_set.ask_to_stop()
+        deadline = time.monotonic() + STOP_S
+        for rank_set in every:
+            rank_set.await_stopped(deadline)
         self.sets.clear()
         self.spares.clear()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
@@ -537,6 +563,29 @@ class Pool(RankSets):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: A pool's directory for its ranks' logs and stacks is ``<tmp>/gather-harness-<driver pid>-*``.
+TMP_PREFIX = "gather-harness-"
+
+
+def _remove_stale_dirs() -> None:
+    """Remove the rank directories of drivers that died without closing their pool (SIGKILL, OOM)."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        pid = name.removeprefix(TMP_PREFIX).split("-", 1)[0]
+        if name.startswith(TMP_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _SHARED: Pool | None = None

@@ -95,6 +95,8 @@ class CheckReport:
     convention: probe.Convention | None = None
     notes: list[str] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
+    #: What the target left behind on its ranks (threads, open files), one line per kind.
+    leaks: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -123,6 +125,7 @@ class CheckReport:
             "contract": self.contract.describe(),
             "convention": None if self.convention is None else self.convention.describe(),
             "notes": self.notes,
+            "leaks": self.leaks,
             "de_facto_gradient": self.de_facto_semantics(),
             "coverage": self.coverage.to_json(),
         }
@@ -182,6 +185,7 @@ def run_check(
             strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device),
             session.judge, max(1, budget - session.progress.examples), deadline)
     report.examples = session.progress.examples
+    report.leaks = session.leak_notes()
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, timeout, bits,
                           profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None)
@@ -218,6 +222,8 @@ class _Session:
     shrink_budget_s: float
     semantics: collections.Counter[str] | None
     progress: Progress = field(default_factory=Progress)
+    #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
+    leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
     failing: bool = False
     last: Outcome | None = None
 
@@ -245,12 +251,21 @@ class _Session:
 
     def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:
         _note_outcome(outcome)
+        for leak in outcome.leaks:
+            count, first = self.leaks.get(leak, (0, outcome.case))
+            self.leaks[leak] = (count + 1, first)
         self.progress.seen.append((outcome.case, violations[0].property if violations else None))
         if violations and not outcome.fault:
             self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
         if self.on_example is not None:
             self.on_example(self.progress)
         return violations
+
+    def leak_notes(self) -> list[str]:
+        """A note per kind of leak: not a property (the answer can still be right), but the
+        ranks had to be replaced after every such case, and in a training job it accumulates."""
+        return [f"the target left {leak} after {count} case(s), first: {first.describe()}; "
+                f"those ranks were replaced" for leak, (count, first) in self.leaks.items()]
 
     def _repeats(self, case: Case) -> bool:
         """Whether the stability calls run on ``case``: always once anything failed, else a sample
@@ -325,7 +340,7 @@ class _Session:
         while True:
             batch = budget if deadline is None else min(budget, 200)
             test = settings(self.settings, max_examples=batch)(given(strategy)(body))
-            test = hypothesis.seed(self.seed + run)(test)
+            test = _seeded(test, self.seed + run)
             try:
                 test()
             except PropertyViolation:
@@ -358,6 +373,18 @@ class _Session:
             return violations
 
         return replay
+
+
+def _seeded(test: Callable[[], None], seed: int) -> Callable[[], None]:
+    """``test`` drawing from ``seed``, its example database kept.
+
+    ``hypothesis.seed`` also switches the database off (it sets ``database=None``: for it, a
+    seed reproduces one run).  Here the seed picks where a search starts, and the failures
+    earlier runs saved must still be replayed first, so only the attribute it sets for the
+    seed is set (``tests/test_api.py`` pins both: same seed, same cases; a failure is saved).
+    """
+    test._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
+    return test
 
 
 class _ShrinkClock:

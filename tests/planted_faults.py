@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import time
 
 import torch
@@ -71,3 +72,29 @@ def killed_by_sigkill_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 is killed from outside (here: by itself) with SIGKILL."""
     _on_rank_one(lambda: os.kill(os.getpid(), 9))
     return correct(x, dim)
+
+
+_KEPT: list = []  # what the leaking variants keep alive, as a careless module would
+
+
+def leaks_thread(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Right answer, but starts a thread it never stops (a prefetcher left behind)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="planted-leak", daemon=True)
+    thread.start()
+    _KEPT.append((thread, stop))
+    return correct(x, dim)
+
+
+def leaks_file(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Right answer, but opens a file it never closes."""
+    _KEPT.append(open(os.devnull))
+    return correct(x, dim)
+
+
+def leaves_global_state(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Right answer, but leaves torch's default dtype at float64 and grad mode off."""
+    y = correct(x, dim)
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    return y

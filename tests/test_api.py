@@ -87,3 +87,31 @@ def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
         check_gather(planted_faults.correct, dtypes=["int16"])
     with pytest.raises(TargetError, match="has no attribute 'nope'"):
         check_gather("tests.planted_faults:nope")
+
+
+def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:
+    """The seed fixes the search, and the example database still gets the failure (``hypothesis.seed``
+    alone would switch the database off: it did, silently, until the soak benchmark measured it)."""
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from harness.contract import Contract
+    from harness.search import Progress, run_check
+
+    def cases(seed: int) -> list[str]:
+        seen = Progress()
+
+        def keep(progress: Progress) -> None:
+            nonlocal seen
+            seen = progress
+
+        run_check("tests.planted_faults:correct", Contract(world_sizes=(1, 2)), max_examples=30, seed=seed, pool=pool,
+                  on_example=keep, base_settings=settings(database=None))
+        return [case.to_json() for case, _ in seen.seen]
+
+    assert cases(7) == cases(7) != cases(8)
+    database = tmp_path / "examples"
+    report = run_check("tests.planted_bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=30, seed=7,
+                       pool=pool, base_settings=settings(database=DirectoryBasedExampleDatabase(database)))
+    assert report.verdict == "fail"
+    assert [path for path in database.rglob("*") if path.is_file()], "the failure was not saved"
