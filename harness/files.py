@@ -12,6 +12,8 @@ location can still be chosen (``--repro-dir``, ``--database``, ``--json``, ``--h
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -57,9 +59,30 @@ def write_atomically(path: str | os.PathLike, text: str) -> None:
 
 
 def _replace(target: Path, text: str) -> None:
+    _remove_orphaned_partials(target)
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, target)
+
+
+def _remove_orphaned_partials(target: Path) -> None:
+    """The half-written copies of ``target`` whose writer was killed mid-write (a fuzz run ended by SIGKILL)."""
+    for partial in target.parent.glob(f"{glob.escape(target.name)}.*.tmp"):
+        pid = partial.name.removeprefix(target.name + ".").removesuffix(".tmp")
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a pid reused since only keeps a stale file a while longer)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_json(path: str | os.PathLike, document: object) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness import forkserver
+from harness import files, forkserver
 from harness import rank as rank_module
 from harness.case import Case
 from harness.contract import MAX_WORLD_SIZE
@@ -574,18 +574,8 @@ def _remove_stale_dirs() -> None:
     root = tempfile.gettempdir()
     for name in os.listdir(root):
         pid = name.removeprefix(TMP_PREFIX).split("-", 1)[0]
-        if name.startswith(TMP_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+        if name.startswith(TMP_PREFIX) and pid.isdigit() and not files.pid_alive(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _SHARED: Pool | None = None
