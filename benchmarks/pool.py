@@ -47,12 +47,7 @@ from datetime import timedelta
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Run as a script, sys.path[0] is benchmarks/; ranks inherit the driver's sys.path, so put
-# the repository root there instead (``benchmarks.pool`` and ``tests.planted_faults`` import by name).
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = ROOT
-elif ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, ROOT)  # run as a script only benchmarks/ is on the path; ranks inherit the driver's
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

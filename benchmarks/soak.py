@@ -41,12 +41,7 @@ import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Run as a script, sys.path[0] is benchmarks/; ranks inherit the driver's sys.path, so put
-# the repository root there instead (``tests.planted_faults`` imports by name).
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = ROOT
-elif ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, ROOT)  # run as a script only benchmarks/ is on the path; ranks inherit the driver's
 
 from hypothesis import settings  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
