@@ -72,10 +72,46 @@ def test_no_rank_survives_its_driver(how: signal.Signals, mode: str) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_normal_exit_leaves_no_rank() -> None:
+def test_normal_exit_leaves_nothing_running_when_it_returns(tmp_path) -> None:
+    """Not seconds later: the moment the driver's process has exited, no process it started runs
+    (ranks, the forkserver, multiprocessing's resource tracker: all carry the driver's environment).
+    Output goes to a file: waiting for a pipe's end would wait for every process holding it."""
+    mark = f"gather-test-{os.getpid()}-{time.monotonic_ns()}"
     script = DRIVER.replace("time.sleep(600)", "pass")
-    driver = subprocess.run([sys.executable, "-c", script, "idle"], capture_output=True, text=True, timeout=60,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert driver.returncode == 0, driver.stderr
-    pids = [int(p) for p in driver.stdout.split()]
-    assert wait_all_gone(pids, 5.0) == []
+    with open(tmp_path / "out", "w") as out:
+        driver = subprocess.run([sys.executable, "-c", script, "idle"], stdout=out, stderr=subprocess.STDOUT,
+                                timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                env={**os.environ, "GATHER_TEST_MARK": mark})
+    running = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if marked(pid, mark) and alive(pid)]
+    assert driver.returncode == 0, (tmp_path / "out").read_text()
+    assert running == [], [open(f"/proc/{pid}/cmdline").read() for pid in running if alive(pid)]
+
+
+def marked(pid: int, mark: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return f"GATHER_TEST_MARK={mark}".encode() in handle.read()
+    except OSError:
+        return False
+
+
+def test_a_dead_drivers_temporary_directory_is_removed_by_the_next_pool(tmp_path) -> None:
+    import tempfile
+
+    from harness.pool import TMP_PREFIX, Pool
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-")
+    (pool := Pool()).close()
+    assert not os.path.exists(stale)
+    assert not os.path.exists(pool.tmpdir)
+
+
+def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:
+    from harness.contract import Contract
+    from harness.search import run_check
+
+    contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(1, 2))
+    leaking = run_check("tests.planted_faults:leaks_thread", contract, max_examples=5)
+    assert leaking.verdict == "pass" and leaking.leaks and "thread(s) still running" in leaking.leaks[0]
+    assert run_check("tests.planted_faults:correct", contract, max_examples=5).leaks == []
