@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.soak import _pids, _running  # noqa: E402
+from benchmarks.soak import MARK, marked_running  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 
 
@@ -40,9 +40,9 @@ def one_run(summary: str, seconds: float, save_every: float, seed: int, kill_at:
     """One fuzz run, killed ``kill_at`` seconds after its first summary, or left to finish."""
     command = [sys.executable, "-m", "harness", "fuzz", "--variants", "ours_sum", "--duration", f"{seconds:.0f}s",
                "--json", summary, "--save-every", str(save_every), "--seed", str(seed), "--quiet"]
-    before = set(_pids())
+    mark = f"fuzz-kills-{os.getpid()}-{seed}"
     started = time.monotonic()
-    fuzz = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+    fuzz = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, MARK: mark},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if kill_at is None:
         status = fuzz.wait(timeout=seconds + 300)
@@ -55,7 +55,7 @@ def one_run(summary: str, seconds: float, save_every: float, seed: int, kill_at:
         killed = datetime.datetime.now(datetime.UTC)
         status = fuzz.wait()
         time.sleep(2.0)
-    left = _running(set(_pids()) - before)
+    left = marked_running(mark)
     try:
         document = json.load(open(summary))
     except (OSError, ValueError) as exc:

@@ -95,6 +95,24 @@ def _running(pids: set[int]) -> list[int]:
     return [pid for pid in pids if (stat := _proc_stat(pid)) is not None and stat[0] != "Z"]
 
 
+#: The environment variable that marks every process a command started (they inherit it).
+MARK = "GATHER_SOAK_MARK"
+
+
+def marked_running(mark: str) -> list[int]:
+    """The running processes whose environment carries ``MARK=mark``: what one command started."""
+    needle = f"{MARK}={mark}".encode()
+    found = []
+    for pid in _running(set(_pids())):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if needle in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 def _rss_kib(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as handle:
@@ -241,14 +259,17 @@ def soak(cases: int, minutes: float | None, seed: int, fault_rate: float, every:
 
 
 def survivors(command: list[str], timeout: float = 600) -> tuple[int, int, float]:
-    """(exit status, processes the command started that are running the moment it returns, seconds)."""
-    before = set(_pids())
+    """(exit status, processes the command started that are running the moment it returns, seconds).
+
+    Output goes to /dev/null, not a pipe: waiting for a pipe's end would wait for every process
+    holding it.  A process counts when it inherited the command's :data:`MARK`."""
+    mark = f"soak-{os.getpid()}-{time.monotonic_ns()}"
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gather-soak-cmd-") as scratch:
-        env = {**os.environ, "PYTHONPATH": ROOT}
+        env = {**os.environ, "PYTHONPATH": ROOT, MARK: mark}
         done = subprocess.run(command, cwd=scratch, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=timeout)
-        alive = _running(set(_pids()) - before)
+        alive = marked_running(mark)
     return done.returncode, len(alive), time.monotonic() - started
 
 
