@@ -339,8 +339,9 @@ class _Session:
         inconsistent = False
         while True:
             batch = budget if deadline is None else min(budget, 200)
-            test = settings(self.settings, max_examples=batch)(given(strategy)(body))
-            test = _seeded(test, self.seed + run)
+            # ``seed`` first: it switches the database off, and the settings applied after it
+            # (ours, with the database) replace that; saved failures are replayed first.
+            test = settings(self.settings, max_examples=batch)(hypothesis.seed(self.seed + run)(given(strategy)(body)))
             try:
                 test()
             except PropertyViolation:
@@ -373,18 +374,6 @@ class _Session:
             return violations
 
         return replay
-
-
-def _seeded(test: Callable[[], None], seed: int) -> Callable[[], None]:
-    """``test`` drawing from ``seed``, its example database kept.
-
-    ``hypothesis.seed`` also switches the database off (it sets ``database=None``: for it, a
-    seed reproduces one run).  Here the seed picks where a search starts, and the failures
-    earlier runs saved must still be replayed first, so only the attribute it sets for the
-    seed is set (``tests/test_api.py`` pins both: same seed, same cases; a failure is saved).
-    """
-    test._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
-    return test
 
 
 class _ShrinkClock:
