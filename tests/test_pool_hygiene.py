@@ -11,9 +11,12 @@ import time
 
 import pytest
 
+#: The driver restores Python's Ctrl-C handler: a test suite started in the background by a shell
+#: without job control (``(pytest &)``) inherits SIGINT ignored, and so would the driver.
 DRIVER = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from harness.case import Case, RankSpec
     from harness.pool import Pool
     pool = Pool(timeout=30)
