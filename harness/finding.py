@@ -63,6 +63,9 @@ class Finding:
         elif self.status == "not reproduced":
             lines.append(f"not reproduced: passed in {run} replays alone on fresh ranks and after the "
                          f"{len(self.seen_after)} case(s) that ran before it; the target is nondeterministic")
+            if self.kind == "hang":
+                lines.append("  a hang that never came back may be the machine's, not the target's: a busy "
+                             "machine can run past the case timeout; rerun with a larger --timeout to tell")
         if self.condition:
             lines.append(self.condition)
         if self.stratum:

@@ -26,6 +26,7 @@ from harness.api import profile_settings
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
+from harness.finding import Finding
 from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
 from harness.variants import by_name
 
@@ -86,6 +87,16 @@ def test_the_layout_condition_is_read_from_uniform_reruns() -> None:
                           "(every rank contiguous: passes; every rank transposed: passes)")
     always = confirm.layout_condition(case, lambda c: True)
     assert always == "fails with every rank's cotangent layout contiguous, transposed too"
+
+
+def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
+    case = Case(ranks=(RankSpec((3,)), RankSpec((3,))))
+    hang = Finding("no-hang-no-crash", "hang", case, "hang: no rank returned", [], status="not reproduced", replays=(0, 3))
+    wrong = Finding("values", "mismatch", case, "output[0]=1.0", [], status="not reproduced", replays=(0, 3))
+    assert any("may be the machine's" in line and "--timeout" in line for line in hang.notes())
+    assert not any("machine" in line for line in wrong.notes())
+    hang.status = "confirmed"
+    assert not any("machine" in line for line in hang.notes())
 
 
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
