@@ -62,10 +62,7 @@ class Finding:
             lines.append(f"intermittent: failed again in {failed} of {run} replays alone on fresh ranks")
         elif self.status == "not reproduced":
             lines.append(f"not reproduced: passed in {run} replays alone on fresh ranks and after the "
-                         f"{len(self.seen_after)} case(s) that ran before it; the target is nondeterministic")
-            if self.kind == "hang":
-                lines.append("  a hang that never came back may be the machine's, not the target's: a busy "
-                             "machine can run past the case timeout; rerun with a larger --timeout to tell")
+                         f"{len(self.seen_after)} case(s) that ran before it; {self._why_not_reproduced()}")
         if self.condition:
             lines.append(self.condition)
         if self.stratum:
@@ -76,6 +73,12 @@ class Finding:
             lines.append("not fully shrunk: the same case passed or failed differently when run again, so "
                          "shrinking stopped (the target's results depend on what ran before)")
         return lines
+
+    def _why_not_reproduced(self) -> str:
+        if self.kind == "hang":
+            return ("a hang that never came back may be the machine's, not the target's: a busy machine can "
+                    "run past the case timeout; rerun with a larger --timeout to tell")
+        return "the target is nondeterministic"
 
     def text(self) -> str:
         """The counterexample as printed: the violations, then the notes."""
