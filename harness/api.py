@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from hypothesis import settings
 
 from harness import capabilities, files, profiles, repro
-from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
+from harness.contract import DTYPE_GROUPS, Contract, UsageError, literal_kwargs, parse_dtypes
 from harness.finding import Finding
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
@@ -90,6 +90,7 @@ def check_gather(
     output: str = "auto",
     groups: bool = False,
     bits: bool = True,
+    kwargs: Mapping[str, object] | None = None,
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -102,6 +103,8 @@ def check_gather(
     - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
       ``auto`` lets the probe detect it.  ``groups``: also draw subgroup layouts and pass
       ``group=``.  ``bits`` (default True): check raw-byte identity on top of value equality.
+    - ``kwargs``: fixed arguments passed on every call (``{"sync_grads": True}``); Python
+      literals only, as they travel to the ranks.
     - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
       case), ``probe_misuse``: as in ``check``.
     - ``repro_dir`` (default ``.gather-harness/repros``): where repro scripts of failures are written,
@@ -118,7 +121,7 @@ def check_gather(
         target=target_of(gather),
         contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
                                 device=device, world_sizes=(world_sizes[0], world_sizes[1]), output=output,
-                                groups=groups),
+                                groups=groups, kwargs=literal_kwargs(kwargs or {})),
         dtype_text=dtype_text,
         max_examples=max_examples,
         seed=seed,
@@ -172,7 +175,7 @@ def target_of(gather: str | Callable) -> str:
 
 def build_contract(
     *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
-    output: str = "auto", groups: bool = False,
+    output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
 ) -> Contract:
     """The contract the options describe, checked against each other and against this machine.
 
@@ -180,8 +183,8 @@ def build_contract(
     past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
     device, more nccl ranks than GPUs.
     """
-    contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad,
-                        backends=(backend,), devices=(device,), world_sizes=world_sizes, output=output, groups=groups)
+    contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
+                        devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs)
     _check_machine(backend, device, world_sizes)
     return contract
 
@@ -270,7 +273,7 @@ def failure_text(report: CheckReport) -> str:
 def finding_text(finding: Finding) -> str:
     """The property, the minimal case, what each rank got versus the reference, and the repro."""
     run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
-    return f"{finding.text()}\nrepro: {finding.repro}\n  run: {run}"
+    return f"{finding.text()}\ncalled as: {finding.call.describe(finding.case.passes_group)}\nrepro: {finding.repro}\n  run: {run}"
 
 
 __all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "Prepared", "build_contract", "check_gather", "execute",

@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from harness import files, profiles
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError, parse_kwarg
 
 PROG = "python -m harness"
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
@@ -38,6 +38,11 @@ def rerun_command(argv: Sequence[str], seed: int) -> str:
         elif not arg.startswith("--seed="):
             kept.append(arg)
     return shlex.join(["python", "-m", "harness", *kept, "--seed", str(seed)])
+
+
+def fixed_arguments(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The ``--kwarg NAME=LITERAL`` options as ``(name, literal source)`` pairs (a usage error names a bad one)."""
+    return tuple(parse_kwarg(text) for text in texts)
 
 
 def parse_duration(text: str) -> float:
@@ -95,6 +100,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     contract.add_argument("--groups", action="store_true",
                           help="also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle "
                                "ranks) and pass group= to TARGET, which must accept it")
+    contract.add_argument("--kwarg", dest="kwargs", action="append", default=[], metavar="NAME=LITERAL",
+                          help="a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True "
+                               "(repeatable; the value is a Python literal: True, 3, 'text', (1, 2), None)")
     contract.add_argument("--no-bits", dest="bits", action="store_false",
                           help="waive bit identity (signed zeros, NaN payloads, bool bytes): values must still be "
                                "equal, NaN to NaN and -0.0 to +0.0 (for gathers built with arithmetic)")

@@ -76,6 +76,9 @@ class Case:
     - ``output``: how the target's result reads; ``stack`` results allow 0-d inputs (then
       ``dim`` is 0), and only equal shapes within a group can be stacked (a ragged ``stack``
       case exists only as a misuse probe, where every rank must raise).
+    - ``world_group``: a target whose group parameter is optional is given the world group
+      (``group=WORLD`` in the case line) instead of being called without it; cases without a
+      layout only.  It is part of the case, so a replay or a repro makes the same call.
     """
 
     ranks: tuple[RankSpec, ...]
@@ -86,6 +89,7 @@ class Case:
     device: str = "cpu"
     groups: tuple[tuple[int, ...], ...] = ()
     output: str = "tensor"
+    world_group: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
@@ -108,6 +112,8 @@ class Case:
 
     def _check_groups(self) -> None:
         members = [r for group in self.groups for r in group]
+        if self.world_group and self.groups:
+            raise ValueError(f"groups={self.groups}: world_group is for cases without a group layout")
         if any(not group for group in self.groups):
             raise ValueError(f"groups={self.groups}: a group needs at least one rank")
         if len(set(members)) != len(members) or not all(0 <= r < self.world_size for r in members):
@@ -142,6 +148,11 @@ class Case:
     def idle(self, rank: int) -> bool:
         return not self.members(rank)
 
+    @property
+    def passes_group(self) -> bool:
+        """Whether the target is given a group: its layout's, or the world group it asks for."""
+        return bool(self.groups) or self.world_group
+
     def gathered_shape(self, rank: int = 0) -> tuple[int, ...]:
         """The shape of what rank ``rank`` gathers: the concatenation in its group, or the stack."""
         members = self.members(rank)
@@ -160,13 +171,16 @@ class Case:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
 
         A group layout shows as ``groups={1,3}+{0}``, an idle rank as ``r2 idle``, a
-        convention other than ``tensor`` as ``output=list``.
+        convention other than ``tensor`` as ``output=list``, the world group passed to an
+        optional group parameter as ``group=WORLD``.
         """
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
         if self.output != "tensor":
             head += f" output={self.output}"
         if self.groups:
             head += " groups=" + "+".join("{" + ",".join(map(str, group)) + "}" for group in self.groups)
+        if self.world_group:
+            head += " group=WORLD"
         grad = self.grad != "none"
         ranks = [f"r{r} idle" if self.idle(r) else f"r{r} {spec.describe(with_cotangent=grad)}"
                  for r, spec in enumerate(self.ranks)]

@@ -29,6 +29,7 @@ from harness.arguments import (
     PROG,
     UsageParser,
     add_check_arguments,
+    fixed_arguments,
     one_line,
     positive_float,
     positive_int,
@@ -119,7 +120,8 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profiles.WORLD_SIZES[profile]
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
-        device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
+        device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
+        kwargs=fixed_arguments(args.kwargs))
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed

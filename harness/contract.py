@@ -6,6 +6,9 @@ strategies all describe a variant the same way (BRIEF §2).  Ranks never need it
 
 from __future__ import annotations
 
+import ast
+import keyword
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 #: Every dtype name the harness knows; which of them a backend really supports is measured
@@ -73,6 +76,44 @@ def parse_world_sizes(text: str) -> tuple[int, int]:
     return lo, hi
 
 
+def parse_kwarg(text: str, option: str = "--kwarg") -> tuple[str, str]:
+    """``"sync_grads=True"`` -> ``("sync_grads", "True")``: a fixed argument, its value a Python literal."""
+    name, sep, value = (part.strip() for part in text.partition("="))
+    if not sep or not name.isidentifier() or keyword.iskeyword(name):
+        raise UsageError(f"{option} {text!r}: expected NAME=LITERAL, e.g. {option} sync_grads=True")
+    check_literal(name, value, option)
+    return name, value
+
+
+def check_literal(name: str, value: str, option: str = "--kwarg") -> None:
+    """Raise :class:`UsageError` unless ``value`` is the source of a Python literal (ranks evaluate it)."""
+    try:
+        ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise UsageError(f"{option} {name}={value}: {value!r} is not a Python literal (True, 3, 0.5, None, 'text' "
+                         f"with its quotes, (1, 2), ...); a tensor or any other object needs a wrapper") from None
+
+
+def literal_kwargs(values: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """``{"sync_grads": True}`` -> ``(("sync_grads", "True"),)``: values as the literal source ranks evaluate.
+
+    Only values that read back equal from their ``repr`` travel: numbers, strings, bytes,
+    ``True``/``False``/``None``, and tuples, lists, dicts and sets of them.
+    """
+    pairs = []
+    for name, value in values.items():
+        text = repr(value)
+        try:
+            same = ast.literal_eval(text) == value
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            same = False
+        if not same:
+            raise UsageError(f"kwargs[{name!r}]={text}: only Python literals (numbers, strings, True/False/None, and "
+                             f"tuples, lists, dicts, sets of them) travel to the ranks; wrap the target for anything else")
+        pairs.append((name, text))
+    return tuple(pairs)
+
+
 @dataclass(frozen=True)
 class Contract:
     """What a gather variant claims, and how it is called.
@@ -88,6 +129,10 @@ class Contract:
     - ``mesh``: with ``groups``, the layouts are the groups of one dimension of a 2-D device
       mesh over the world (contiguous blocks or strided sets of n ranks, n dividing W, no
       idle rank): what a mesh-dimension gather can be given.
+    - ``kwargs``: fixed arguments passed on every call, ``(name, literal source)`` pairs
+      (``--kwarg sync_grads=True``): part of what is checked, so part of :meth:`describe`.
+    - ``optional_group``: set by the probe when the target's group parameter has a default
+      and no ``--groups``: cases draw whether it is passed (``Case.world_group``).
     """
 
     ragged: bool = True
@@ -100,8 +145,18 @@ class Contract:
     output: str = "auto"
     groups: bool = False
     mesh: bool = False
+    kwargs: tuple[tuple[str, str], ...] = ()
+    optional_group: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kwargs", tuple((str(name), str(value)) for name, value in self.kwargs))
+        names = [name for name, _ in self.kwargs]
+        for name, value in self.kwargs:
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise UsageError(f"--kwarg {name}={value}: {name!r} is not a parameter name")
+            if names.count(name) > 1:
+                raise UsageError(f"--kwarg {name}: given {names.count(name)} times; give each parameter once")
+            check_literal(name, value)
         if self.dims not in ("0", "any"):
             raise UsageError(f"--dims: expected 0 or any, got {self.dims!r}")
         if self.grad not in GRAD_CONTRACTS:
@@ -125,9 +180,12 @@ class Contract:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64 output=list groups``."""
+        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64 output=list groups``
+        (fixed arguments last: ``kwargs(sync_grads=True)``)."""
         dtypes = "all" if self.dtypes == ALL_DTYPES else ",".join(self.dtypes)
         ragged = "ragged" if self.ragged else "equal-only"
         extra = ("" if self.output == "auto" else f" output={self.output}") + (" groups" if self.groups else "")
         extra += " (2-D mesh layouts)" if self.mesh else ""
+        if self.kwargs:
+            extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
         return f"{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"

@@ -1,17 +1,39 @@
-"""Calling conventions: how a gather is called, and how its result reads (BRIEF §2).
+"""Calling conventions: how a gather is called, and how its result reads.
 
-Published gathers are written many ways.  This module turns any of them into the one call
-the harness makes, without glue from the user:
+Published gathers are written many ways.  This module turns any of them into the call its
+authors' callers make, without glue from the user:
 
-- **how it is called** (:class:`Call`, planned from the signature by :func:`plan_call`):
-  ``f(x)``, ``f(x, dim)``, ``f(x, dim=...)`` (or ``gather_dim=``/``axis=``), with ``group=``
-  when the signature takes it; an ``autograd.Function`` subclass through ``.apply`` with
-  the same arguments positionally; an ``nn.Module`` instance through its ``forward``;
+- **how it is called** (:class:`Call`, planned from the signature by :func:`plan_call`): x
+  goes to the first parameter; every other argument is **bound by name, never by position
+  or guess**: a parameter named like a dim (:data:`ROLE_NAMES`: ``dim``, ``gather_dim``,
+  ``axis``, ...) gets the gather dim, one named like a group (``group``, ``process_group``,
+  ``pg``) the process group, one named like a rank (``rank``, ``group_rank``) this rank's
+  rank *in the group passed*, one named like a world size (``world_size``, ``world``,
+  ``num_replicas``, ``group_size``) that group's size (the world group's when none is
+  passed); fixed arguments (``--kwarg NAME=LITERAL``) go to the parameters they name.  Every
+  other parameter keeps its default; a required one the harness cannot supply is a
+  :class:`Misfit` naming it, the signature, and the option (or wrapper) that would supply
+  it.  An ``autograd.Function`` subclass is called through ``.apply`` (arguments by
+  position, in ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
+- **an optional group** (a group parameter with a default, no ``--groups``) is exercised
+  both ways callers write it: each case says which (``Case.world_group``), so a replay, a
+  shrinking step and a repro script make the same call, and :meth:`Call.forms` lists every
+  call made -- the header never announces a call that is not made.
 - **how its result reads** (``output``): ``tensor`` (the concatenation along ``dim``),
   ``list`` (a list or tuple of W per-rank tensors), ``stack`` (a ``(W, *shape)`` tensor,
   equal shapes only) or ``first`` (a tuple whose first element is the concatenation).
   :func:`detect_output` names the convention a probe result fits, :func:`read` takes a
   result apart for the checks and builds the tensor gradients flow through.
+
+**As written versus inferred.**  An argument bound to a parameter by its name, and a fixed
+argument the user gave, is passed *as written*: the target's callers pass it too, so a
+failure with it is the target's (Lightning's ``AllGatherGrad.apply(x, group)`` returning one
+gradient for two inputs is a finding, though ``group`` is optional).  An argument passed to
+a parameter that does not name it is *inferred* (:attr:`Call.inferred`); only a signature
+that names nothing gets one -- ``f(*args)``, or a callable without a signature, is called
+``f(x, dim)`` as the historical convention says.  A failure of the probe's call with an
+inferred argument is the harness's guess gone wrong, never a finding: the probe names the
+argument and stops (exit 2).
 
 A target that fits no convention raises :class:`Misfit` with one line saying what came
 back and what would fit; the harness turns that into exit status 2, never a finding.
@@ -21,17 +43,29 @@ This module is embedded in repro scripts: it imports only torch and the standard
 
 from __future__ import annotations
 
+import ast
 import inspect
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 OUTPUTS: tuple[str, ...] = ("tensor", "list", "stack", "first")
-#: Parameter names read as the gather dim, and as the process group.
-DIM_NAMES: tuple[str, ...] = ("dim", "gather_dim", "axis")
-GROUP_NAMES: tuple[str, ...] = ("group", "process_group", "pg")
+#: The arguments the harness binds by a parameter's name: role -> the names that take it.
+ROLE_NAMES: dict[str, tuple[str, ...]] = {
+    "dim": ("dim", "gather_dim", "axis", "cat_dim", "concat_dim", "dimension"),
+    "group": ("group", "process_group", "pg"),
+    "rank": ("rank", "group_rank"),
+    "world_size": ("world_size", "world", "num_replicas", "group_size"),
+}
+#: A default's ``<module.Class object at 0x...>`` repr, shown as ``<module.Class>`` in messages.
+_OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-f]+>")
+#: The role of a parameter given a fixed value (``--kwarg NAME=LITERAL``).
+FIXED = "fixed"
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 class Misfit(TypeError):
@@ -40,77 +74,138 @@ class Misfit(TypeError):
 
 @dataclass(frozen=True)
 class Call:
-    """How to call a target: plain data, so it travels to ranks and into repro scripts.
+    """How to call a target: plain data (JSON-able), so it travels to ranks and into repro scripts.
 
-    - ``apply``: the target is an ``autograd.Function`` subclass, called as ``.apply(...)``
-      (positional arguments only); ``module``: an ``nn.Module`` instance.
-    - ``dim``: ``"positional"``, the name of the keyword to pass it by, or ``""`` (``f(x)``,
-      which gathers along dim 0 only).
-    - ``group``: ``"positional"``, the keyword name, or ``""`` (never passed).
-    - ``group_required``: the signature has no default for the group, so one is always passed.
-    - ``signature``: the signature as written, for messages.
+    - ``name``: what is called, for messages (``gather``, ``AllGatherGrad.apply``).
+    - ``positional``: ``(parameter, role)`` of each argument after x passed by position, in
+      order; ``keywords``: those passed as ``parameter=``.  Roles: ``dim``, ``group``,
+      ``rank``, ``world_size`` (:data:`ROLE_NAMES`) and ``fixed`` (the value is in ``kwargs``).
+    - ``kwargs``: ``(name, literal source)`` of the fixed arguments, evaluated afresh per call.
+    - ``group_optional``: the group has a default and may be left out: a case without a
+      layout passes it (the world group) only when it says so (``Case.world_group``); a
+      group without a default is always passed.
+    - ``inferred``: roles passed to a parameter that does not name them (see the module docstring).
+    - ``apply``: an ``autograd.Function`` subclass, called as ``.apply(...)``; ``module``: an
+      ``nn.Module`` instance.  ``signature``: the signature as written, for messages.
     """
 
-    dim: str = "positional"
-    group: str = ""
-    group_required: bool = False
+    name: str = "f"
+    positional: tuple[tuple[str, str], ...] = (("dim", "dim"),)
+    keywords: tuple[tuple[str, str], ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+    group_optional: bool = False
+    inferred: tuple[str, ...] = ()
     apply: bool = False
     module: bool = False
-    signature: str = "(x, dim)"
+    signature: str = "f(x, dim)"
 
-    @property
-    def takes_dim(self) -> bool:
-        return bool(self.dim)
+    def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
+        for name in ("positional", "keywords", "kwargs"):
+            object.__setattr__(self, name, tuple((str(a), str(b)) for a, b in getattr(self, name)))
+        object.__setattr__(self, "inferred", tuple(self.inferred))
 
-    def describe(self) -> str:
-        """E.g. ``Gather.apply(x, dim, group)`` or ``f(x, dim=..., group=...)``."""
-        args = ["x"]
-        if self.dim:
-            args.append("dim" if self.dim == "positional" else f"{self.dim}=")
-        if self.group:
-            args.append("group" if self.group == "positional" else f"{self.group}=")
-        return ("Function.apply" if self.apply else "f") + "(" + ", ".join(args) + ")"
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Call:
+        """The call of :meth:`to_dict` (keys it does not know, such as a finding's ``made``, ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(role for _, role in self.positional + self.keywords)
+
+    @property
+    def takes_dim(self) -> bool:
+        return "dim" in self.roles
+
+    @property
+    def takes_group(self) -> bool:
+        return "group" in self.roles
+
+    def forms(self, *, groups: bool) -> tuple[str, ...]:
+        """Every call this makes: an optional group both ways unless ``--groups`` always passes one."""
+        if self.group_optional and not groups:
+            return self.describe(pass_group=True), self.describe(pass_group=False)
+        return (self.describe(pass_group=True),)
+
+    def describe(self, pass_group: bool = True) -> str:
+        """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
+        args = ["x"]
+        for parameter, role in self.positional:
+            if self._passes(role, pass_group):
+                args.append(self._shown(parameter, role))
+        for parameter, role in self.keywords:
+            if self._passes(role, pass_group):
+                args.append(f"{parameter}={self._shown(parameter, role)}")
+        return f"{self.name}({', '.join(args)})"
+
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False) -> Any:
-        """Call ``target`` on ``x`` this way; ``group`` is passed when asked or required."""
-        args: list[Any] = [x]
-        kwargs: dict[str, Any] = {}
-        if self.dim == "positional":
-            args.append(dim)
-        elif self.dim:
-            kwargs[self.dim] = dim
-        if self.group and (pass_group or self.group_required):
-            if self.group == "positional":
-                args.append(group)
-            else:
-                kwargs[self.group] = group
+        """Call ``target`` on ``x`` this way.
+
+        ``pass_group``: the case passes a group (its layout's, or the world group it asks for);
+        a group without a default is passed anyway.  ``group`` ``None`` means the world group.
+        """
+        passing = self.takes_group and self._passes("group", pass_group)
+        if passing and group is None:
+            group = dist.group.WORLD
+        values = _Values(dim, group if passing else None, dict(self.kwargs))
+        args = [x] + [values.get(parameter, role) for parameter, role in self.positional
+                      if self._passes(role, pass_group)]
+        kwargs = {parameter: values.get(parameter, role) for parameter, role in self.keywords
+                  if self._passes(role, pass_group)}
         function = target.apply if self.apply else target
         return function(*args, **kwargs)
 
+    def _passes(self, role: str, pass_group: bool) -> bool:
+        return role != "group" or pass_group or not self.group_optional
 
-def plan_call(target: Any, *, needs_group: bool = False) -> Call:
+    def _shown(self, parameter: str, role: str) -> str:
+        return dict(self.kwargs)[parameter] if role == FIXED else role
+
+
+class _Values:
+    """The value of each role for one call; rank and size are asked of torch only when passed."""
+
+    def __init__(self, dim: int, group: Any, fixed: dict[str, str]) -> None:
+        self.dim, self.group, self.fixed = dim, group, fixed
+
+    def get(self, parameter: str, role: str) -> Any:
+        if role == "dim":
+            return self.dim
+        if role == "group":
+            return self.group
+        if role == "rank":
+            return dist.get_rank(self.group)
+        if role == "world_size":
+            return dist.get_world_size(self.group)
+        return ast.literal_eval(self.fixed[parameter])  # a fresh object per call, as a literal in a script is
+
+
+def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = ()) -> Call:
     """The :class:`Call` for ``target``, read from its signature; :class:`Misfit` if none fits.
 
     ``needs_group``: the harness will pass a process group (``--groups``), so the target
-    must take one.
+    must take one.  ``kwargs``: the fixed arguments, ``(name, literal source)``; each must
+    name a parameter the harness does not bind itself (or the target takes ``**kwargs``).
     """
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
                          f"it; pass a function that calls it (or an instance, if it is an nn.Module)")
         signature = _forward_signature(target)
-        return _plan(signature, needs_group, apply=True, module=False, name=f"{target.__name__}.apply")
+        return _Planner(f"{target.__name__}.apply", signature, kwargs, apply=True).plan(needs_group)
     if not callable(target):
         raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
+    name = getattr(target, "__name__", type(target).__name__)
     try:
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):
-        return Call(signature="(unknown signature: called as f(x, dim))")
-    return _plan(signature, needs_group, apply=False, module=module, name=getattr(target, "__name__", "target"))
+        return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
+    return _Planner(name, signature, kwargs, module=module).plan(needs_group)
 
 
 def _forward_signature(function_class: type) -> inspect.Signature:
@@ -123,55 +218,134 @@ def _forward_signature(function_class: type) -> inspect.Signature:
     return signature.replace(parameters=parameters)
 
 
-def _plan(signature: inspect.Signature, needs_group: bool, *, apply: bool, module: bool, name: str) -> Call:
-    parameters = list(signature.parameters.values())
-    written = f"{name}{signature}"
-    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in parameters[:1]):
-        return Call(apply=apply, module=module, signature=written)  # f(*args): the historical f(x, dim)
-    positional = [p for p in parameters if p.kind in _POSITIONAL]
-    if not positional:
-        raise Misfit(f"{written} takes no positional argument for the tensor x: call it as f(x) or f(x, dim)")
-    rest = parameters[parameters.index(positional[0]) + 1:]
-    dim = _dim_parameter(rest, apply)
-    group = _group_parameter(rest, apply)
-    unmet = [p.name for p in rest if p.default is inspect.Parameter.empty
-             and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-             and p is not dim and p is not group]
-    if unmet:
-        raise Misfit(f"{written} needs {', '.join(repr(n) for n in unmet)}, which the harness cannot supply: it calls "
-                     f"f(x), f(x, dim) or passes dim=/group=; wrap it, e.g. def gather(x, dim): return ...")
-    if apply and group is not None and dim is None and rest.index(group) != 0:
-        raise Misfit(f"{written}: .apply takes arguments by position, and the group is not right after x")
-    if needs_group and group is None:
-        raise Misfit(f"{written} takes no group argument, but --groups passes group=: add a 'group' parameter "
-                     f"(default None) or leave out --groups")
-    return Call(
-        dim="" if dim is None else ("positional" if apply or (dim is rest[0] and dim.kind in _POSITIONAL)
-                                    else dim.name),
-        group="" if group is None else ("positional" if apply or group.kind == inspect.Parameter.POSITIONAL_ONLY
-                                        else group.name),
-        group_required=group is not None and group.default is inspect.Parameter.empty,
-        apply=apply, module=module, signature=written,
-    )
+def _unnamed(name: str, written: str, kwargs: tuple[tuple[str, str], ...], needs_group: bool, *,
+             module: bool = False, apply: bool = False) -> Call:
+    """A signature that names no parameter (``f(*args, **kwargs)``, a builtin): the historical
+    ``f(x, dim)``, the dim inferred; fixed arguments by keyword, as the user named them."""
+    if needs_group:
+        raise Misfit(f"{written} names no group parameter, but --groups passes one by name: give the target a "
+                     f"'group' parameter (default None) or leave out --groups")
+    return Call(name=name, positional=(("", "dim"),), keywords=tuple((key, FIXED) for key, _ in kwargs),
+                kwargs=kwargs, inferred=("dim",), apply=apply, module=module, signature=written)
 
 
-def _dim_parameter(rest: list[inspect.Parameter], apply: bool) -> inspect.Parameter | None:
-    """The parameter that takes the gather dim: one named like a dim, else a required second
-    positional one (``f(x, d)``); a second parameter with a default is something else (sizes, ...)."""
-    named = [p for p in rest if p.name in DIM_NAMES and p.kind != inspect.Parameter.VAR_KEYWORD]
-    if named:
-        if apply and rest.index(named[0]) != 0:
-            return None  # .apply cannot skip the parameters before it
-        return named[0]
-    if rest and rest[0].kind in _POSITIONAL and rest[0].name not in GROUP_NAMES and rest[0].default is inspect.Parameter.empty:
-        return rest[0]
-    return None
+class _Planner:
+    """Binds a signature's parameters by name (see the module docstring) and arranges the call."""
+
+    def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...], *,
+                 apply: bool = False, module: bool = False) -> None:
+        self.name, self.signature, self.kwargs = name, signature, kwargs
+        self.apply, self.module = apply, module
+        self.written = _OBJECT_REPR.sub(r"<\1>", f"{name}{signature}")
+
+    def plan(self, needs_group: bool) -> Call:
+        parameters = list(self.signature.parameters.values())
+        if parameters and parameters[0].kind == inspect.Parameter.VAR_POSITIONAL:
+            return self._unnamed(needs_group)
+        first = next((p for p in parameters if p.kind in _POSITIONAL), None)
+        if first is None:
+            raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
+                         f"first, as in f(x) or f(x, dim)")
+        rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
+        roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
+        unmet = [p for p in rest if p.default is inspect.Parameter.empty and p.name not in roles]
+        if unmet:
+            raise Misfit(self._unmet(first, unmet))
+        if needs_group and "group" not in roles.values():
+            raise Misfit(f"{self.written} takes no group parameter (named {', '.join(ROLE_NAMES['group'])}), but "
+                         f"--groups passes one: add a 'group' parameter (default None) or leave out --groups")
+        bound = [p for p in rest if p.name in roles]
+        extra = [(key, FIXED) for key, _ in self.kwargs if key not in {p.name for p in rest}]  # into **kwargs
+        positional, keywords = self._arrange(rest, bound, roles)
+        group = next((p for p in bound if roles[p.name] == "group"), None)
+        optional = (group is not None and group.default is not inspect.Parameter.empty
+                    and (positional[-1:] == [(group.name, "group")] or (group.name, "group") in keywords))
+        return Call(name=self.name, positional=tuple(positional), keywords=tuple(keywords + extra),
+                    kwargs=self.kwargs, group_optional=optional, apply=self.apply, module=self.module,
+                    signature=self.written)
+
+    def _unnamed(self, needs_group: bool) -> Call:
+        accepts = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in self.signature.parameters.values())
+        if self.kwargs and (self.apply or not accepts):
+            key = self.kwargs[0][0]
+            raise Misfit(f"--kwarg {key}: {self.written} takes no parameter {key!r} by name")
+        return _unnamed(self.name, self.written, self.kwargs, needs_group, module=self.module, apply=self.apply)
+
+    def _bind(self, first: inspect.Parameter, rest: list[inspect.Parameter], var_keyword: bool) -> dict[str, str]:
+        """Parameter name -> role: the first parameter named like each role, then the fixed ones."""
+        roles: dict[str, str] = {}
+        for role, taken_by in ROLE_NAMES.items():
+            taker = next((p for p in rest if p.name in taken_by), None)
+            if taker is not None:
+                roles[taker.name] = role
+        names = {p.name for p in rest}
+        for key, _ in self.kwargs:
+            if key == first.name:
+                raise Misfit(f"--kwarg {key}: {key!r} is the parameter x goes to in {self.written}")
+            if key in roles:
+                raise Misfit(f"--kwarg {key}: the harness passes {key!r} itself in {self.written} "
+                             f"({_ROLE_SOURCE[roles[key]]}); leave out --kwarg {key}")
+            if key not in names and not (var_keyword and not self.apply):
+                raise Misfit(f"--kwarg {key}: {self.written} takes no parameter {key!r}"
+                             + (" (.apply passes arguments by position only)" if var_keyword else ""))
+            if key in names:
+                roles[key] = FIXED
+        return roles
+
+    def _arrange(self, rest: list[inspect.Parameter], bound: list[inspect.Parameter],
+                 roles: dict[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """Which bound arguments go by position (``.apply``: all; positional-only parameters; a
+        dim right after x, as gathers are called: ``gather(x, 0)``) and which by keyword."""
+        if self.apply:
+            by_position = bound
+        else:
+            lead = [p for p in bound if p.kind == inspect.Parameter.POSITIONAL_ONLY]
+            dim_first = (bool(bound) and rest[0] is bound[0] and roles[bound[0].name] == "dim"
+                         and bound[0].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            by_position = lead or (bound[:1] if dim_first else [])
+        if by_position:
+            last = rest.index(by_position[-1])
+            skipped = [p for p in rest[: last + 1] if p not in by_position]
+            if skipped or any(p.kind == inspect.Parameter.KEYWORD_ONLY for p in by_position):
+                raise Misfit(self._unreachable(skipped, by_position[-1]))
+        keywords = [(p.name, roles[p.name]) for p in bound if p not in by_position]
+        return [(p.name, roles[p.name]) for p in by_position], keywords
+
+    def _unreachable(self, skipped: list[inspect.Parameter], last: inspect.Parameter) -> str:
+        how = ".apply passes arguments by position only" if self.apply else "positional-only parameters"
+        if not skipped:
+            return f"{self.written}: {how}, and {last.name!r} is keyword-only: wrap the target"
+        gap = skipped[0]
+        return (f"{self.written}: {how}, so passing {last.name!r} means passing {gap.name!r} before it; give it "
+                f"with --kwarg {gap.name}={gap.default!r} (its default) or wrap the target")
+
+    def _unmet(self, first: inspect.Parameter, unmet: list[inspect.Parameter]) -> str:
+        named = ", ".join(repr(p.name) for p in unmet)
+        return (f"{self.written} needs {named}, which the harness cannot supply: it passes x as {first.name!r} and "
+                f"binds by name only {_BOUND_BY_NAME}; " + "; ".join(self._hint(p) for p in unmet))
+
+    def _hint(self, parameter: inspect.Parameter) -> str:
+        wrapper = f"def gather(x, dim): return {self.name}(x, ...)"
+        annotation = parameter.annotation
+        shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+        if annotation is not inspect.Parameter.empty and "Tensor" in shown:
+            return (f"{parameter.name!r} is annotated {shown}: no literal is a tensor, so check it through a wrapper "
+                    f"that gathers x alone, e.g. {wrapper}")
+        return (f"if one fixed value is right for every call, give it with --kwarg {parameter.name}=LITERAL "
+                f"(pytest --gather-kwarg, check_gather(kwargs=...)); an object, a tensor or a value that depends "
+                f"on the call needs a wrapper, e.g. {wrapper}")
 
 
-def _group_parameter(rest: list[inspect.Parameter], apply: bool) -> inspect.Parameter | None:
-    named = [p for p in rest if p.name in GROUP_NAMES and p.kind != inspect.Parameter.VAR_KEYWORD]
-    return named[0] if named else None
-
+#: What the harness binds, for messages: ``a dim (dim, gather_dim, ...), a group (...), ...``.
+_BOUND_BY_NAME = "{}, {}, {} and {}".format(*(f"{what} ({', '.join(ROLE_NAMES[role])})" for role, what in (
+    ("dim", "a dim"), ("group", "a group"), ("rank", "the rank"), ("world_size", "the world size"))))
+#: Where the value of a role comes from, for messages.
+_ROLE_SOURCE = {
+    "dim": "the gather dim of each case; --dims 0 checks dim 0 only",
+    "group": "the world group, or each case's group with --groups",
+    "rank": "this rank within the group passed",
+    "world_size": "the size of the group passed",
+}
 
 # -- reading results ------------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ class Finding:
                 "status": self.status, "replays": list(self.replays), "condition": self.condition or None,
                 "history": [{"case": case.to_dict(), "repeat": repeat} for case, repeat in self.history],
                 "shrink_cut_s": self.shrink_cut_s, "shrink_cut": self.shrink_cut or None, "inconsistent": self.inconsistent, "notes": self.notes(),
-                "call": self.call.to_dict()}
+                "call": {**self.call.to_dict(), "made": self.call.describe(self.case.passes_group)}}
 
 
 def format_violations(case: Case, violations: list[Violation]) -> str:

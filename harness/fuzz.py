@@ -51,11 +51,11 @@ from harness.api import (
     profile_settings,
     target_of,
 )
-from harness.arguments import add_check_arguments, one_line, positive_float, rerun_command
+from harness.arguments import add_check_arguments, fixed_arguments, one_line, positive_float, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
 from harness.contract import Contract, UsageError, parse_world_sizes
-from harness.conventions import Misfit
+from harness.conventions import Call, Misfit
 from harness.coverage import Coverage
 from harness.finding import Finding, format_violations
 from harness.output import ProgressLine
@@ -125,7 +125,8 @@ def plan(args: argparse.Namespace) -> list[Entry]:
     given = [name for name, value in (("--ragged/--no-ragged", args.ragged), ("--dims", args.dims),
                                       ("--grad", args.grad), ("--dtypes", args.dtypes),
                                       ("--output", None if args.output == "auto" else args.output),
-                                      ("--groups", args.groups or None)) if value is not None]
+                                      ("--groups", args.groups or None),
+                                      ("--kwarg", args.kwargs or None)) if value is not None]
     if given:
         raise UsageError(f"{given[0]} describes a TARGET; catalogue variants are held to their authors' claims "
                          f"(pick some with --variants a,b)")
@@ -153,7 +154,8 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     build = remote.build_contract if args.listen else build_contract
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
-                 device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
+                 device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
+                 kwargs=fixed_arguments(args.kwargs))
 
 
 # -- the budget and the summary ----------------------------------------------------------------------
@@ -506,7 +508,7 @@ def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     reproduced = 0
     for finding in chosen:
         case = _replay_case(finding, args.on_cpu)
-        outcome = pool.run(case, finding["target"], timeout=args.timeout)
+        outcome = pool.run(case, finding["target"], call=Call.from_dict(finding.get("call") or {}), timeout=args.timeout)
         violations = (check_misuse if finding.get("out_of_contract") else check_outcome)(outcome)
         reproduced += bool(violations)
         verdict = "reproduced" if violations else "did not reproduce (the case passed)"

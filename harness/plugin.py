@@ -15,7 +15,8 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-grad {none,local,sum,mean}``, ``--gather-dtypes LIST`` (default ``all``),
   ``--gather-backend {gloo,nccl}``, ``--gather-device {cpu,cuda}``,
   ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci),
-  ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``.
+  ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``,
+  ``--gather-kwarg NAME=LITERAL`` (a fixed argument on every call; repeatable).
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
   (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
   ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir),
@@ -34,7 +35,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness import profiles
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError, parse_world_sizes
+from harness.contract import (
+    BACKENDS,
+    DEVICES,
+    GRAD_CONTRACTS,
+    OUTPUT_OPTIONS,
+    UsageError,
+    parse_kwarg,
+    parse_world_sizes,
+)
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -58,6 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gather-output", choices=OUTPUT_OPTIONS, default="auto",
                     help="how the result reads: tensor, list, stack, first; auto: detected (default: auto)")
     group.addoption("--gather-groups", action="store_true", help="also draw subgroup layouts and pass group=")
+    group.addoption("--gather-kwarg", action="append", default=[], metavar="NAME=LITERAL",
+                    help="a fixed argument passed on every call, e.g. sync_grads=True (repeatable; a Python literal)")
     group.addoption("--gather-no-bits", dest="gather_bits", action="store_false", default=True,
                     help="waive bit identity (signed zeros, NaN payloads, bool bytes); values must still be equal")
     group.addoption("--gather-backend", choices=BACKENDS, default="gloo", help="default: gloo")
@@ -91,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
             backend=config.getoption("gather_backend"), device=config.getoption("gather_device"),
             world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
             output=config.getoption("gather_output"), groups=config.getoption("gather_groups"),
+            kwargs=tuple(parse_kwarg(text, "--gather-kwarg") for text in config.getoption("gather_kwarg")),
         )
         config.stash[_OPTIONS] = api.CheckOptions(
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),

@@ -11,7 +11,12 @@ output convention (or confirms the declared one).  Three outcomes:
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
   failing :class:`~harness.pool.Outcome`, which the search reports as a finding at once,
-  without a minute of shrinking.
+  without a minute of shrinking -- unless the call carried an argument the harness
+  inferred (:attr:`~harness.conventions.Call.inferred`): then the failure may be the
+  harness's guess, so it is a :class:`~harness.conventions.Misfit` naming that argument.
+
+A target whose group parameter is optional is probed both ways (with the world group and
+without it) at each world size: both calls are made in the search, so both must read alike.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ class Convention:
     call: Call
     output: str
     detected: bool
+    #: Every call the search makes (:meth:`~harness.conventions.Call.forms`).
+    forms: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """E.g. ``f(x, dim) -> list (detected)``."""
-        return f"{self.call.describe()} -> {self.output} ({'detected' if self.detected else 'declared'})"
+        """E.g. ``gather(x, dim) -> list (detected)``, or ``G.apply(x, group) and G.apply(x) -> stack (detected)``."""
+        calls = " and ".join(self.forms or (self.call.describe(),))
+        return f"{calls} -> {self.output} ({'detected' if self.detected else 'declared'})"
 
 
 @dataclass
@@ -56,9 +64,9 @@ class Probe:
     failed: Outcome | None = None
 
 
-def plan_on_rank(target: str, needs_group: bool) -> dict:
+def plan_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, str], ...] = ()) -> dict:
     """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``)."""
-    return plan_call(targets.load(target), needs_group=needs_group).to_dict()
+    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs).to_dict()
 
 
 def plan(pool: RankSets, target: str, contract: Contract) -> Call:
@@ -68,7 +76,8 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
     ranks the probe cases run on next.
     """
     results = pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
-                        backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
+                        contract.kwargs, backend=contract.backends[0], device=contract.devices[0],
+                        timeout=IMPORT_TIMEOUT_S)
     result = next((res for res in results if res is None or res.error), results[0])
     if result is None:
         raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
@@ -79,30 +88,75 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
         if result.error_type == "TargetError":
             raise TargetError(reason)
         raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
-    return Call(**result.value)
+    return Call.from_dict(result.value)
 
 
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
+    both = call.group_optional and not contract.groups
     declared = "" if contract.output == "auto" else contract.output
-    output, notes = declared or "tensor", list[str]()
+    output, notes = declared or "tensor", _call_notes(call, both, contract.groups)
+    made: dict[str, None] = {}  # the calls made so far, in order
     for world in probe_world_sizes(contract):
-        case = probe_case(contract, world, dtype, output)
-        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout, detect=True,
-                           declared=declared)
-        pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
-        if outcome.fault or outcome.errors:
-            return Probe(contract, Convention(call, output, not declared), notes, failed=outcome)
-        output = _reading(outcome, world, target)
-    implied = contract
+        readings: dict[bool, str] = {}
+        for world_group in (True, False) if both else (False,):
+            case = probe_case(contract, world, dtype, output, world_group=world_group)
+            made[call.describe(pass_group=case.passes_group)] = None
+            outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout,
+                               detect=True, declared=declared)
+            pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
+            if outcome.fault or outcome.errors:
+                if call.inferred:
+                    raise Misfit(_inferred_failure(target, call, outcome))
+                return Probe(contract, Convention(call, output, not declared, tuple(made)), notes, failed=outcome)
+            readings[world_group] = _reading(outcome, world, target)
+        output = _agreed(readings, call, target)
+    implied = replace(contract, optional_group=both)
     if not call.takes_dim and contract.dims != "0":
         implied = replace(implied, dims="0")
         notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
     if output == "stack" and contract.ragged:
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
-    return Probe(replace(implied, output=output), Convention(call, output, not declared), notes)
+    return Probe(replace(implied, output=output),
+                 Convention(call, output, not declared, call.forms(groups=contract.groups)), notes)
+
+
+def _call_notes(call: Call, both: bool, groups: bool) -> list[str]:
+    """What the header says about the call beyond its forms."""
+    notes = []
+    if both:
+        notes.append(f"the group of {call.name} is optional: each case makes one of the two calls (the world group "
+                     f"when passed; its case line then says group=WORLD)")
+    elif call.takes_group and not groups:
+        notes.append(f"the group of {call.name} has no default: every call gets the world group (--groups draws "
+                     f"subgroups)")
+    if call.inferred:
+        notes.append(f"{call.signature} names no {' or '.join(call.inferred)} parameter: passed by position, "
+                     f"inferred (had the probe's call failed, that would have been exit 2, not a finding)")
+    return notes
+
+
+def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
+    """The probe's call failed, and it carried an argument the harness inferred: not a finding."""
+    case = outcome.case
+    inferred = " and ".join(call.inferred)
+    errors = outcome.errors
+    what = (f"rank {errors[0].rank} raised {(errors[0].error or '').strip().splitlines()[-1]}" if errors
+            else f"it ended in a {outcome.fault}")
+    return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
+            f"{inferred} was inferred ({call.signature} names no such parameter), so this is not a finding: wrap it in "
+            f"a function that names its arguments, e.g. def gather(x, dim): return {call.name}(x, dim)")
+
+
+def _agreed(readings: dict[bool, str], call: Call, target: str) -> str:
+    """The one reading of both calls of an optional group; :class:`Misfit` when they differ."""
+    if len(set(readings.values())) > 1:
+        shown = " and ".join(f"{readings[passed]} when called as {call.describe(pass_group=passed)}" for passed in readings)
+        raise Misfit(f"target {target!r}: its result reads as {shown}; declare --output to check one way, or --groups "
+                     f"to always pass the group")
+    return next(iter(readings.values()))
 
 
 def probe_world_sizes(contract: Contract) -> list[int]:
@@ -114,11 +168,13 @@ def probe_world_sizes(contract: Contract) -> list[int]:
     return sizes
 
 
-def probe_case(contract: Contract, world: int, dtype: str, output: str) -> Case:
-    """``world`` ranks holding ``(2,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient."""
+def probe_case(contract: Contract, world: int, dtype: str, output: str, *, world_group: bool = False) -> Case:
+    """``world`` ranks holding ``(3,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient;
+    ``world_group``: an optional group is passed (the world group)."""
     groups = (tuple(range(world)),) if contract.groups else ()
     return Case(ranks=tuple(RankSpec(PROBE_SHAPE) for _ in range(world)), dim=0, dtype=dtype, grad="none",
-                backend=contract.backends[0], device=contract.devices[0], groups=groups, output=output)
+                backend=contract.backends[0], device=contract.devices[0], groups=groups, output=output,
+                world_group=world_group and not groups)
 
 
 def _reading(outcome: Outcome, world: int, target: str) -> str:

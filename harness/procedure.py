@@ -9,7 +9,9 @@ sources -- inside a repro script, which embeds this module to run exactly what t
 
 Group layouts: every rank of the world creates every group of the case's layout, in the
 layout's order (``new_group`` is collective over the world), once per rank process; an idle
-rank then returns at once, a member calls the target with its group.
+rank then returns at once, a member calls the target with its group.  A case without a
+layout passes the world group to a target that requires one, or to one whose group is
+optional when the case says so (``Case.world_group``).
 
 This module is embedded in repro scripts: it imports only torch, the standard library and
 the other embedded modules (``case``, ``conventions``), relatively.
@@ -138,7 +140,7 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         stride_before = x.stride()
         phase = "forward"
         started = time.perf_counter()
-        y = call.invoke(target, x, case.dim, group, pass_group=bool(case.groups))
+        y = call.invoke(target, x, case.dim, group, pass_group=case.passes_group)
         result.timings["forward_s"] = time.perf_counter() - started
         if request.detect:
             _detect(result, y, x, world, case.dim, request.declared)
@@ -154,10 +156,10 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         if request.repeat:
             phase = "repeat"
             companion = make_input(case, rank, device=device, companion=True)
-            second = call.invoke(target, companion, case.dim, group, pass_group=bool(case.groups))
+            second = call.invoke(target, companion, case.dim, group, pass_group=case.passes_group)
             result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
             result.output_later = _copies(reading.pieces)
-            third = call.invoke(target, x, case.dim, group, pass_group=bool(case.groups))
+            third = call.invoke(target, x, case.dim, group, pass_group=case.passes_group)
             result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None

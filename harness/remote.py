@@ -428,7 +428,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,
-                   world_sizes: tuple[int, int], output: str = "auto", groups: bool = False) -> Contract:
+                   world_sizes: tuple[int, int], output: str = "auto", groups: bool = False,
+                   kwargs: tuple[tuple[str, str], ...] = ()) -> Contract:
     """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
 
     The driver may run on a machine without GPUs, or with fewer than the job has.
@@ -440,7 +441,7 @@ def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backe
     if backend == "nccl" and device != "cuda":
         raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
     return Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups)
+                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs)
 
 
 def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:

@@ -68,7 +68,7 @@ def render(finding: Finding, target: str, name: str, timeout: float, out_of_cont
     history = [{"case": case.to_dict(), "repeat": repeat} for case, repeat in finding.history]
     return _SCRIPT.substitute(
         headline=f"{finding.property} ({finding.kind}) of {target}",
-        case_line=finding.case.describe(),
+        case_line=f"{finding.case.describe()}\n    called as {finding.call.describe(finding.case.passes_group)}",
         history_line=(f"\nIt fails only after {len(history)} earlier case(s) ran on the same ranks (the target keeps "
                       f"state between calls);\nthe script runs them first, as the harness did.\n") if history else "",
         torch_version=torch.__version__,

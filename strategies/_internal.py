@@ -397,7 +397,9 @@ def cases(
     - ``contract``: the variant's :class:`~harness.contract.Contract`; its ``world_sizes``,
       ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``, its
       ``output`` becomes ``case.output`` (``auto`` reads as ``tensor``; ``stack`` also draws
-      0-d inputs), and with ``groups`` every case also draws a group layout.
+      0-d inputs), and with ``groups`` every case also draws a group layout; with
+      ``optional_group`` (and no ``groups``) every case draws whether the target is given
+      the world group (``case.world_group``).
     - ``dtypes`` (default None: ``contract.dtypes``): the dtype names to draw; pass the
       contract's dtypes already intersected with what the backend really supports.
     - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
@@ -422,7 +424,8 @@ def cases(
     if long_rank:
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
     return _cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
-                  output=_output(contract), groups=contract.groups, mesh=contract.mesh)
+                  output=_output(contract), groups=contract.groups, mesh=contract.mesh,
+                  optional_group=contract.optional_group and not contract.groups)
 
 
 def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
@@ -459,6 +462,7 @@ def _cases(
     output: str = "tensor",
     groups: bool = False,
     mesh: bool = False,
+    optional_group: bool = False,
 ) -> Case:
     drawn, traits = draw(shapes_and_traits)
     dtype = draw(_one_of(names))
@@ -472,8 +476,9 @@ def _cases(
     else:
         layout = _group_layout(draw(_group_labels(len(shapes)))) if groups else ()
     ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(shapes, traits))
+    world_group = optional_group and draw(st.booleans())  # shrinks toward the call without the group
     return Case(ranks=ranks, dim=dim, dtype=dtype, grad=grad, backend=backend, device=device, groups=layout,
-                output=output)
+                output=output, world_group=world_group)
 
 
 #: For ``stack`` results, about one case in five has 0-d inputs (a stack of scalars).

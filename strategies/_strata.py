@@ -9,13 +9,14 @@ largest exact float, NaN payloads, signed zeros, subnormals; then ``padding``-li
 ``iota``), and one case per shape class (a rank of at least :data:`LONG_LENGTH` elements, a
 zero-length rank, every rank empty, the largest world size allowed).  A stratum that fails
 comes with a strategy to shrink the failure in: every case of its dtype, or cases with a
-long rank, or any case.
+long rank, or any case.  A target whose group parameter is optional is called with the world
+group in every other stratum, the first included, and without it in the rest.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
@@ -56,7 +57,10 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
         for dtype, values in order
     ]
     first_round = len(names)  # every dtype once, then the shape classes, then the rest
-    return dtype_strata[:first_round] + shapes + dtype_strata[first_round:]
+    layers = dtype_strata[:first_round] + shapes + dtype_strata[first_round:]
+    if contract.optional_group and not contract.groups:  # both calls from the first two strata on
+        layers = [replace(layer, case=replace(layer.case, world_group=n % 2 == 0)) for n, layer in enumerate(layers)]
+    return layers
 
 
 def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, backend: str, device: str,

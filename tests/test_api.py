@@ -87,6 +87,18 @@ def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
         check_gather(planted_faults.correct, dtypes=["int16"])
     with pytest.raises(TargetError, match="has no attribute 'nope'"):
         check_gather("tests.planted_faults:nope")
+    with pytest.raises(UsageError, match=r"kwargs\['sizes'\]=<object object at .*only Python literals"):
+        check_gather(planted_faults.correct, kwargs={"sizes": object()})
+
+
+def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
+    """``kwargs=`` is ``--kwarg``: Lightning's ``sync_grads=True`` makes the stack differentiable."""
+    target = f"{Path(__file__).parent.parent}/examples/sync_grads.py:all_gather"
+    report = check_gather(target, grad="sum", kwargs={"sync_grads": True}, max_examples=10)
+    assert report.convention is not None
+    assert report.convention.forms == ("all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
+    with pytest.raises(AssertionError, match="not differentiable"):
+        check_gather(target, grad="sum", max_examples=10)
 
 
 def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:

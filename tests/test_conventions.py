@@ -1,7 +1,12 @@
-"""Calling conventions: any gather as it is written, a misfit told in seconds, subgroups.
+"""Calling conventions: any gather called as its authors' callers call it, a misfit told in seconds, subgroups.
 
-- :func:`plan_call` reads how to call a target from its signature (a table of signatures);
-  :func:`detect_output` reads how its result reads (a table of results).
+- :func:`plan_call` binds arguments by name from the signature (a table of signatures: the
+  exact calls made, an optional group both ways, rank and world size, fixed arguments) and
+  names what it cannot supply (a table of published gathers whose second parameter is no
+  dim); :func:`detect_output` reads how its result reads (a table of results).
+- Called as written: Lightning's ``AllGatherGrad.apply(x, group)`` arity bug is found (and
+  its repro makes that call), the fixed version passes both ways; ``rank``/``world_size``
+  are those of the group passed; ``--kwarg sync_grads=True`` reaches every call and is echoed.
 - Each convention has a correct target that passes (the README's ``examples/``) and a buggy
   one that is caught, without glue.
 - Every misfit (signature, return type, a class that is not an autograd.Function, an
@@ -15,19 +20,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from harness import cli
+from harness import cli, repro
 from harness.case import Case, RankSpec
 from harness.checks import check_result
 from harness.contract import Contract
 from harness.conventions import Call, Misfit, detect_output, plan_call, read
 from harness.procedure import RankResult
-from harness.search import run_check
+from harness.search import Progress, run_check
 from tests import planted_conventions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +51,19 @@ MISFIT_LIMIT_S = 10.0
 
 def f_x(x): ...
 def f_x_dim(x, dim): ...
-def f_x_d(x, d): ...
+def f_x_axis(x, axis=0): ...
 def f_x_kw_dim(x, *, dim=0): ...
+def f_x_dim_positional_only(x, dim, /): ...
 def f_x_gather_dim_group(x, gather_dim, group): ...
 def f_x_group(x, group=None): ...
 def f_x_sizes(x, sizes=None): ...
 def f_args(*args): ...
+def f_args_kwargs(*args, **kwargs): ...
+def gather_features(features, world_size): ...
+def all_gather_features(features, rank, world_size): ...
+def gather_replicas(x, *, num_replicas, group_rank): ...
+def all_gather_ddp_if_available(tensor, group=None, sync_grads=False): ...
+def takes_kwargs(x, dim, **options): ...
 
 
 class WithCtx(torch.autograd.Function):
@@ -62,41 +79,103 @@ class WithSetupContext(torch.autograd.Function):
     def setup_context(ctx, inputs, output): ...
 
 
+class RankAndSize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, rank, world_size): ...
+
+
+class GroupBeforeSwitch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group=None, sync_grads=False): ...
+
+
+class SwitchBeforeDim(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, flag=False, dim=0): ...
+
+
 class Module(torch.nn.Module):
     def forward(self, x, sizes=None): ...
 
 
+SYNC = (("sync_grads", "True"),)
+#: target, fixed arguments -> every call the harness makes (an optional group both ways).
 PLANS = [
-    (f_x, Call(dim="")),
-    (f_x_dim, Call(dim="positional")),
-    (f_x_d, Call(dim="positional")),
-    (f_x_kw_dim, Call(dim="dim")),
-    (f_x_gather_dim_group, Call(dim="positional", group="group", group_required=True)),
-    (f_x_group, Call(dim="", group="group")),
-    (f_x_sizes, Call(dim="")),
-    (f_args, Call(dim="positional")),
-    (WithCtx, Call(dim="positional", apply=True)),
-    (WithSetupContext, Call(dim="positional", group="positional", group_required=True, apply=True)),
-    (Module(), Call(dim="", module=True)),
+    (f_x, (), ("f_x(x)",)),
+    (f_x_dim, (), ("f_x_dim(x, dim)",)),
+    (f_x_axis, (), ("f_x_axis(x, dim)",)),
+    (f_x_kw_dim, (), ("f_x_kw_dim(x, dim=dim)",)),
+    (f_x_dim_positional_only, (), ("f_x_dim_positional_only(x, dim)",)),
+    (f_x_gather_dim_group, (), ("f_x_gather_dim_group(x, dim, group=group)",)),
+    (f_x_group, (), ("f_x_group(x, group=group)", "f_x_group(x)")),
+    (f_x_sizes, (), ("f_x_sizes(x)",)),
+    (f_args, (), ("f_args(x, dim)",)),
+    (f_args_kwargs, SYNC, ("f_args_kwargs(x, dim, sync_grads=True)",)),
+    (gather_features, (), ("gather_features(x, world_size=world_size)",)),
+    (all_gather_features, (), ("all_gather_features(x, rank=rank, world_size=world_size)",)),
+    (gather_replicas, (), ("gather_replicas(x, num_replicas=world_size, group_rank=rank)",)),
+    (all_gather_ddp_if_available, SYNC, ("all_gather_ddp_if_available(x, group=group, sync_grads=True)",
+                                         "all_gather_ddp_if_available(x, sync_grads=True)")),
+    (takes_kwargs, (("bucket", "'a b'"),), ("takes_kwargs(x, dim, bucket='a b')",)),
+    (planted_conventions.AllGatherGrad, (), ("AllGatherGrad.apply(x, group)", "AllGatherGrad.apply(x)")),
+    (WithCtx, (), ("WithCtx.apply(x, dim)",)),
+    (WithSetupContext, (), ("WithSetupContext.apply(x, dim, group)",)),
+    (RankAndSize, (), ("RankAndSize.apply(x, rank, world_size)",)),
+    (GroupBeforeSwitch, SYNC, ("GroupBeforeSwitch.apply(x, group, True)",)),  # the group cannot be left out
+    (Module(), (), ("Module(x)",)),
 ]
 
 
-@pytest.mark.parametrize("target, expected", PLANS, ids=[str(getattr(t, "__name__", type(t).__name__)) for t, _ in PLANS])
-def test_the_call_is_read_from_the_signature(target: object, expected: Call) -> None:
-    planned = plan_call(target)
-    assert (planned.dim, planned.group, planned.group_required, planned.apply, planned.module) == (
-        expected.dim, expected.group, expected.group_required, expected.apply, expected.module)
+@pytest.mark.parametrize("target, kwargs, forms", PLANS,
+                         ids=[str(getattr(t, "__name__", type(t).__name__)) for t, _, _ in PLANS])
+def test_the_call_is_read_from_the_signature_by_name(target: object, kwargs: tuple[tuple[str, str], ...],
+                                                      forms: tuple[str, ...]) -> None:
+    planned = plan_call(target, kwargs=kwargs)
+    assert planned.forms(groups=False) == forms
+    assert planned.inferred == (("dim",) if target in (f_args, f_args_kwargs) else ())
+    assert Call(**json.loads(json.dumps(planned.to_dict()))) == planned  # travels to ranks and repro scripts
 
 
-@pytest.mark.parametrize("target, needs_group, message", [
-    (planted_conventions.needs_extra_argument, False, "needs 'world_size'"),
-    (planted_conventions.NotAFunction, False, "is a class, not an autograd.Function"),
-    (42, False, "not a callable gather"),
-    (f_x_dim, True, "takes no group argument, but --groups passes group="),
-], ids=["extra argument", "class", "not callable", "no group parameter"])
-def test_a_signature_no_convention_fits_is_a_misfit(target: object, needs_group: bool, message: str) -> None:
-    with pytest.raises(Misfit, match=message):
-        plan_call(target, needs_group=needs_group)
+def test_with_groups_an_optional_group_is_always_passed() -> None:
+    assert plan_call(planted_conventions.AllGatherGrad, needs_group=True).forms(groups=True) == (
+        "AllGatherGrad.apply(x, group)",)
+
+
+P = planted_conventions
+#: target, fixed arguments, --groups -> what the one-line misfit must say.
+MISFIT_PLANS = [
+    (P.CLIP4ClipAllGather, (), False, "CLIP4ClipAllGather.apply(tensor, args) needs 'args'"),
+    (P.gather_from_model_parallel_region, (), False, "needs 'natoms'"),
+    (P.gather_features, (), False, "needs 'text_features', which the harness cannot supply: it passes x as "
+                                   "'image_features'"),
+    (P.VlkitAllGather, (), False, "needs 'tensor', which the harness cannot supply: it passes x as 'tensor_list'"),
+    (P.all_gather_anchor_positive_pairs, (), False, "'positives' is annotated torch.Tensor: no literal is a tensor"),
+    (P.all_gather, (), False, "give it with --kwarg labels=LITERAL"),
+    (P.NotAFunction, (), False, "is a class, not an autograd.Function"),
+    (42, (), False, "not a callable gather"),
+    (f_x_dim, (), True, "takes no group parameter (named group, process_group, pg), but --groups passes one"),
+    (f_args, (), True, "names no group parameter, but --groups passes one by name"),
+    (f_x_dim, (("sizes", "None"),), False, "--kwarg sizes: f_x_dim(x, dim) takes no parameter 'sizes'"),
+    (f_x_dim, (("dim", "0"),), False, "--kwarg dim: the harness passes 'dim' itself in f_x_dim(x, dim) (the gather "
+                                      "dim of each case; --dims 0 checks dim 0 only)"),
+    (f_x_group, (("group", "None"),), False, "--kwarg group: the harness passes 'group' itself"),
+    (all_gather_features, (("rank", "0"),), False, "--kwarg rank: the harness passes 'rank' itself"),
+    (gather_features, (("world_size", "2"),), False, "--kwarg world_size: the harness passes 'world_size' itself"),
+    (f_x_dim, (("x", "1"),), False, "--kwarg x: 'x' is the parameter x goes to"),
+    (f_args, SYNC, False, "--kwarg sync_grads: f_args(*args) takes no parameter 'sync_grads' by name"),
+    (SwitchBeforeDim, (), False, ".apply passes arguments by position only, so passing 'dim' means passing 'flag' "
+                                 "before it; give it with --kwarg flag=False"),
+]
+
+
+@pytest.mark.parametrize("target, kwargs, needs_group, message", MISFIT_PLANS,
+                         ids=[f"{getattr(t, '__name__', t)}{kw or ''}{' --groups' if g else ''}"
+                              for t, kw, g, _ in MISFIT_PLANS])
+def test_a_signature_no_convention_fits_is_a_misfit(target: object, kwargs: tuple[tuple[str, str], ...],
+                                                    needs_group: bool, message: str) -> None:
+    with pytest.raises(Misfit) as raised:
+        plan_call(target, needs_group=needs_group, kwargs=kwargs)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 # -- reading the result ----------------------------------------------------------------------------
@@ -184,7 +263,8 @@ def group_rank_differs(case: Case) -> bool:
 def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum", groups=True),
                        max_examples=150, timeout=5.0, pool=pool, shrink_budget_s=20.0)
-    assert report.convention is not None and report.convention.describe() == "f(x, group=) -> stack (detected)"
+    assert report.convention is not None
+    assert report.convention.describe() == "global_rank_on_subgroup(x, group=group) -> stack (detected)"
     [finding] = [f for f in report.findings if f.property == "gradients"]
     assert group_rank_differs(finding.case), finding.message
     assert finding.case.groups, finding.message
@@ -208,7 +288,8 @@ def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) ->
 
 def test_idle_ranks_never_call_the_target_and_pass(pool) -> None:
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 2),))
-    outcome = pool.run(case, "examples.with_group:gather", call=Call(dim="positional", group="group"))
+    call = Call(name="gather", positional=(("dim", "dim"),), keywords=(("group", "group"),), group_optional=True)
+    outcome = pool.run(case, "examples.with_group:gather", call=call)
     assert outcome.fault is None, outcome.describe_fault()
     idle = outcome.results[1]
     assert idle is not None and idle.idle and idle.output is None and idle.collectives == []
@@ -229,15 +310,103 @@ def test_an_output_on_another_ranks_gpu_is_a_device_violation() -> None:
         "device", "output.device=cuda:0, but should be cuda:1 on rank 1")
 
 
+# -- called as its authors' callers call it ---------------------------------------------------------
+
+
+def forms_seen(seen: set[bool]) -> Callable[[Progress], None]:
+    """An ``on_example`` callback noting whether each case passed the optional group."""
+    return lambda progress: seen.add(progress.current.world_group) if progress.current else None
+
+
+def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: Path) -> None:
+    """Lightning#6624: ``AllGatherGrad.apply(x, group)`` -- the call Lightning makes -- returns one
+    gradient for two inputs; ``apply(x)`` alone would pass.  The minimal case makes that call,
+    and so does its repro script."""
+    report = run_check(f"{PLANTED}:AllGatherGrad", Contract(grad="sum"), timeout=5.0, pool=pool)
+    assert report.convention is not None
+    assert report.convention.describe() == "AllGatherGrad.apply(x, group) and AllGatherGrad.apply(x) -> stack (detected)"
+    [finding] = report.findings
+    assert finding.property == "gradients" and "incorrect number of gradients (expected 2, got 1)" in finding.message
+    assert finding.case.world_group and finding.to_json()["call"]["made"] == "AllGatherGrad.apply(x, group)"
+    assert finding.stratum, "the first stratum with gradients passes the group: found before any drawn example"
+    script = repro.write(finding, f"{PLANTED}:AllGatherGrad", tmp_path)
+    assert "called as AllGatherGrad.apply(x, group)" in script.read_text()
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
+    assert done.returncode == 1 and "incorrect number of gradients (expected 2, got 1)" in done.stdout, done.stdout
+
+
+def test_the_fixed_allgathergrad_passes_called_both_ways(pool) -> None:
+    seen: set[bool] = set()
+    report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout=5.0,
+                       pool=pool, on_example=forms_seen(seen))
+    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert seen == {True, False}, "both calls must be made"
+
+
+def test_rank_and_world_size_are_those_of_the_group_passed(pool) -> None:
+    """``all_gather_features(features, rank, world_size)`` puts x back at slot ``rank``: right
+    only with the group rank and size, which subgroups whose ranks differ from global ones test."""
+    cases: list[Case] = []
+    report = run_check(f"{ROOT}/examples/with_rank.py:all_gather_features", Contract(ragged=False, grad="local", groups=True),
+                       max_examples=BUDGET, timeout=5.0, pool=pool,
+                       on_example=lambda progress: cases.append(progress.current) if progress.current else None)
+    assert report.convention is not None and report.convention.describe() == (
+        "all_gather_features(x, rank=rank, world_size=world_size, group=group) -> tensor (detected)")
+    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert any(group_rank_differs(case) for case in cases)
+
+
+def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
+    """Lightning's ``_all_gather_ddp_if_available(x, sync_grads=True)``: differentiable only with the switch."""
+    target = f"{ROOT}/examples/sync_grads.py:all_gather"
+    switched = run_check(target, Contract(grad="sum", kwargs=(("sync_grads", "True"),)), max_examples=BUDGET,
+                         timeout=5.0, pool=pool)
+    assert switched.verdict == "pass", [f.message for f in switched.findings]
+    assert switched.convention is not None and switched.convention.forms == (
+        "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
+    plain = run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=5.0, pool=pool)
+    assert [f.property for f in plain.findings] == ["gradients"] and "not differentiable" in plain.findings[0].message
+
+
+def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status = cli.main(["check", f"{ROOT}/examples/sync_grads.py:all_gather", "--grad", "sum",
+                       "--kwarg", "sync_grads=True", "--max-examples", "10", "--json", str(tmp_path / "out.json")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    called = "all_gather(x, group=group, sync_grads=True) and all_gather(x, sync_grads=True) -> stack (detected)"
+    assert f"  called as {called}\n" in out and "kwargs(sync_grads=True)" in out
+    written = json.loads((tmp_path / "out.json").read_text())
+    assert written["convention"] == called and written["contract"].endswith("kwargs(sync_grads=True)")
+
+
+def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
+    report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout=5.0, pool=pool)
+    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
+
+
 # -- misfits and failures on the probe, through the command line --------------------------------------
 
 MISFITS = [
-    (["needs_extra_argument"], "needs 'world_size', which the harness cannot supply"),
+    # published gathers whose second parameter is no dim: once called with the dim there (a false finding)
+    (["CLIP4ClipAllGather"], "CLIP4ClipAllGather.apply(tensor, args) needs 'args', which the harness cannot supply"),
+    (["gather_from_model_parallel_region"], "gather_from_model_parallel_region(input, natoms) needs 'natoms'"),
+    (["gather_features"], "needs 'text_features', which the harness cannot supply: it passes x as 'image_features'"),
+    (["VlkitAllGather"], "VlkitAllGather.apply(tensor_list, tensor) needs 'tensor'"),
+    (["all_gather_anchor_positive_pairs"], "needs 'positives'"),
+    (["all_gather"], "all_gather(embeddings, labels) needs 'labels'"),
     (["returns_dict"], "returned a dict; no convention reads it"),
     (["per_rank_list", "--output", "tensor"], "which --output tensor does not read; --output list would fit"),
     (["NotAFunction"], "NotAFunction is a class, not an autograd.Function"),
     (["NOT_CALLABLE"], "'NOT_CALLABLE' is of type int, not a callable gather"),
-    (["no_group", "--groups"], "takes no group argument, but --groups passes group="),
+    (["no_group", "--groups"], "takes no group parameter (named group, process_group, pg), but --groups passes one"),
+    (["gather_by_args"], "dim was inferred (gather_by_args(*args, **kwargs) names no such parameter), so this is not "
+                         "a finding"),
+    (["AllGatherGrad", "--kwarg", "sync_grads=True"], "--kwarg sync_grads: AllGatherGrad.apply(tensor, group="),
+    (["AllGatherGrad", "--kwarg", "sync_grads"], "--kwarg 'sync_grads': expected NAME=LITERAL"),
+    (["AllGatherGrad", "--kwarg", "mode=sum"], "--kwarg mode=sum: 'sum' is not a Python literal (True, 3, 0.5, None, "
+                                               "'text' with its quotes"),
 ]
 
 

@@ -134,6 +134,23 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def test_a_replay_makes_the_call_the_finding_made(isolated: Path, capsys: pytest.CaptureFixture) -> None:
+    """The finding's ``call`` (here ``.apply`` with the world group) is the replay's call, not ``f(x, dim)``."""
+    from harness.conventions import plan_call
+    from tests import planted_conventions
+
+    case = Case(ranks=(RankSpec((2,)), RankSpec((2,))), grad="sum", output="stack", world_group=True)
+    findings = [{"index": n, "name": name, "target": f"tests.planted_conventions:{name}", "property": "gradients",
+                 "case": case.to_dict(), "call": plan_call(getattr(planted_conventions, name)).to_dict()}
+                for n, name in enumerate(("AllGatherGrad", "AllGatherGradFixed"))]
+    (isolated / "lightning.json").write_text(json.dumps({"findings": findings}))
+
+    assert main(["replay", str(isolated / "lightning.json"), "--index", "0"]) == 1
+    assert "incorrect number of gradients (expected 2, got 1)" in capsys.readouterr().out
+    assert main(["replay", str(isolated / "lightning.json"), "--index", "1"]) == 0
+    assert "AllGatherGradFixed (gradients): did not reproduce" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the hint given on a machine without CUDA")
 def test_a_cuda_finding_replays_on_cpu_when_asked(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     case = Case(ranks=(RankSpec((1,)), RankSpec((1,))), backend="nccl", device="cuda")

@@ -21,6 +21,12 @@ GATHERS = PLANTED + '''
 def upcast(x, dim):
     y = correct(x, dim)
     return y.float() if y.dtype == torch.float64 else y
+
+
+def needs_flag(x, dim, flag=False):
+    if not flag:
+        raise ValueError("called without flag=True")
+    return correct(x, dim)
 '''
 
 
@@ -51,6 +57,13 @@ def test_correct_gather_passes_and_the_header_names_it(gathers: pytest.Pytester)
         "  contract ragged dims=any grad=none dtypes=all; backend gloo/cpu; world sizes 1-3; hypothesis profile *",
         "gather-harness::check[[]*gathers.py:correct[]] PASSED*",
     ])
+
+
+def test_a_fixed_argument_reaches_the_gather_and_the_header(gathers: pytest.Pytester) -> None:
+    result = gathers.runpytest("--gather-impl", "gathers.py:needs_flag", "--gather-kwarg", "flag=True",
+                               "--gather-max-examples", "10", "--gather-world-sizes", "1-2", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["  contract ragged dims=any grad=none dtypes=all kwargs(flag=True); backend *"])
 
 
 def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.Pytester) -> None:
@@ -85,6 +98,8 @@ def test_a_target_that_cannot_load_fails_its_item(gathers: pytest.Pytester) -> N
     (["--gather-world-sizes", "1-65"], "<= 64"),
     (["--gather-backend", "nccl"], "add --device cuda"),
     (["--gather-max-examples", "0"], "not a positive whole number"),
+    (["--gather-kwarg", "flag=Tru"], "--gather-kwarg flag=Tru: 'Tru' is not a Python literal"),
+    (["--gather-kwarg", "flag"], "--gather-kwarg 'flag': expected NAME=LITERAL"),
 ])
 def test_bad_options_are_usage_errors(gathers: pytest.Pytester, option: list[str], message: str) -> None:
     result = gathers.runpytest("--gather-impl", "gathers.py:upcast", *option)
