@@ -153,7 +153,8 @@ def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
 def _agreed(readings: dict[bool, str], call: Call, target: str) -> str:
     """The one reading of both calls of an optional group; :class:`Misfit` when they differ."""
     if len(set(readings.values())) > 1:
-        shown = " and ".join(f"{readings[passed]} when called as {call.describe(pass_group=passed)}" for passed in readings)
+        shown = " and as ".join(f"{readings[passed]} when called as {call.describe(pass_group=passed)}"
+                                for passed in readings)
         raise Misfit(f"target {target!r}: its result reads as {shown}; declare --output to check one way, or --groups "
                      f"to always pass the group")
     return next(iter(readings.values()))

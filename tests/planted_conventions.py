@@ -152,6 +152,13 @@ class AllGatherGradFixed(AllGatherGrad):
         return grad_output[dist.get_rank()], None
 
 
+def reads_by_its_group(x, group=None):
+    """Per-rank pieces without a group, their concatenation with one: no single reading fits both calls."""
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(pieces, x.contiguous(), group=group)
+    return pieces if group is None else torch.cat(pieces)
+
+
 def gather_by_args(*args, **kwargs):
     """A decorator's wrapper without ``functools.wraps`` around ``gather(x, group=None)``: its
     signature names nothing, so the harness infers ``f(x, dim)`` and the dim lands in ``group``."""

@@ -401,6 +401,8 @@ MISFITS = [
     (["NotAFunction"], "NotAFunction is a class, not an autograd.Function"),
     (["NOT_CALLABLE"], "'NOT_CALLABLE' is of type int, not a callable gather"),
     (["no_group", "--groups"], "takes no group parameter (named group, process_group, pg), but --groups passes one"),
+    (["reads_by_its_group"], "its result reads as tensor when called as reads_by_its_group(x, group=group) and as list "
+                             "when called as reads_by_its_group(x); declare --output to check one way"),
     (["gather_by_args"], "dim was inferred (gather_by_args(*args, **kwargs) names no such parameter), so this is not "
                          "a finding"),
     (["AllGatherGrad", "--kwarg", "sync_grads=True"], "--kwarg sync_grads: AllGatherGrad.apply(tensor, group="),

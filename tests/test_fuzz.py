@@ -168,13 +168,15 @@ def test_a_cuda_finding_replays_on_cpu_when_asked(isolated: Path, capsys: pytest
     "argv, message",
     [
         (["fuzz", "--grad", "sum"], "--grad describes a TARGET"),
+        (["fuzz", "--kwarg", "sync_grads=True"], "--kwarg describes a TARGET"),
+        (["fuzz", CORRECT, "--kwarg", "sync_grads=Tru"], "'Tru' is not a Python literal"),
         (["fuzz", "--variants", "nope"], "unknown variant 'nope'"),
         (["fuzz", CORRECT, "--variants", "ours_sum"], "leave it out when fuzzing a TARGET"),
         (["fuzz", "--duration", "5x"], "is not a positive duration"),
         (["fuzz", "--json", "no/such/dir/fuzz.json"], "does not exist"),
         (["replay", "missing.json"], "not a readable fuzz summary"),
     ],
-    ids=["contract option without TARGET", "unknown variant", "TARGET and --variants", "bad duration",
+    ids=["contract option without TARGET", "fixed argument without TARGET", "bad fixed argument", "unknown variant", "TARGET and --variants", "bad duration",
          "summary in a missing directory", "missing summary"],
 )
 def test_usage_errors_exit_2_with_one_line(argv: list[str], message: str, isolated: Path,
