@@ -187,10 +187,15 @@ class Case:
         return " | ".join([head] + ranks)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The case as plain data; ``world_group`` only when set, so every other case reads (and
+        hashes, as the sampled stability calls do) as it did before the field existed."""
+        data = asdict(self)
+        if not self.world_group:
+            del data["world_group"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Case:

@@ -184,12 +184,15 @@ class _Values:
         return ast.literal_eval(self.fixed[parameter])  # a fresh object per call, as a literal in a script is
 
 
-def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = ()) -> Call:
+def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
+              name: str = "") -> Call:
     """The :class:`Call` for ``target``, read from its signature; :class:`Misfit` if none fits.
 
     ``needs_group``: the harness will pass a process group (``--groups``), so the target
     must take one.  ``kwargs``: the fixed arguments, ``(name, literal source)``; each must
     name a parameter the harness does not bind itself (or the target takes ``**kwargs``).
+    ``name``: what to call a target without a ``__name__`` (a partial, a module instance)
+    in messages: the attribute it was selected by.
     """
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
@@ -200,7 +203,7 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     if not callable(target):
         raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
-    name = getattr(target, "__name__", type(target).__name__)
+    name = getattr(target, "__name__", None) or name or type(target).__name__
     try:
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):

@@ -66,7 +66,8 @@ class Probe:
 
 def plan_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, str], ...] = ()) -> dict:
     """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``)."""
-    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs).to_dict()
+    attr = targets.split_target(target)[1].rpartition(".")[2]
+    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs, name=attr).to_dict()
 
 
 def plan(pool: RankSets, target: str, contract: Contract) -> Call:
