@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from harness.case import Case
+from harness.checks import IN_PLACE_NOTE
 from harness.contract import Contract
 from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
@@ -108,3 +109,34 @@ def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
                        max_examples=60, timeout=TIMEOUT_S, pool=pool, probe_misuse=True)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
     assert report.misuse_examples > 0
+
+
+# -- an in-place write that keeps the values: the version counter sees it ------------------------
+
+IN_PLACE = "tests.planted_bugs:writes_own_slot_in_place"
+
+
+def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(pool) -> None:
+    report = run_check(IN_PLACE, Contract(ragged=False, grad="local", dtypes=("float32",), world_sizes=(1, 2)),
+                       max_examples=30, timeout=TIMEOUT_S, pool=pool, seed=1)
+    [finding] = report.findings
+    assert (finding.property, finding.kind, finding.status) == ("inputs-untouched", "in-place", "confirmed")
+    assert "(its version counter went from 0 to 1) though its values are unchanged" in finding.message
+    assert "'one of the variables needed for gradient computation has been modified by an inplace operation' when " \
+           "the op before the gather saved its output (relu, sigmoid, ...)" in finding.message
+    # What the message claims happens in a model, on a rank: relu saves its output, backward refuses.
+    [result] = pool.call(1, "tests.planted_bugs:relu_then_in_place_gather")
+    assert result is not None and "modified by an inplace operation" in result.value, result
+
+
+def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
+    report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
+                       timeout=TIMEOUT_S, pool=pool, seed=1)
+    assert report.verdict == "pass", [finding.message for finding in report.findings]
+    assert report.notes == [IN_PLACE_NOTE]
+
+
+def test_a_gather_that_writes_nothing_gets_no_note(pool) -> None:
+    report = run_check("tests.planted_bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
+                       max_examples=10, timeout=TIMEOUT_S, pool=pool, seed=1)
+    assert report.verdict == "pass" and report.notes == []

@@ -40,13 +40,13 @@ def run_timed(pool: Pool, target: str, case: Case = RAGGED):
     [
         ("hang_rank1", "hang", "rank 1 blocked"),
         # gloo aborts a rank on the size mismatch; the ledgers show its cause first: a desync
-        ("abort_mismatch", "desync", "collective #1: rank 0 entered all_gather(torch.float32, shape=(3, 2)), "
-                                     "rank 1 all_gather(torch.float32, shape=(1, 2))"),
+        ("abort_mismatch", "desync", "at collective #1, rank 0 entered all_gather(torch.float32, shape=(3, 2)) but "
+                                     "rank 1 entered all_gather(torch.float32, shape=(1, 2))"),
         ("segfault_rank1", "crash", "rank 1 died: killed by signal SIGSEGV"),
         ("exit_rank1", "crash", "rank 1 died: exited with status 3"),
         ("killed_by_sigkill_rank1", "crash", "rank 1 died: killed by signal SIGKILL"),
         ("raise_rank1", "exception", "ValueError: planted failure on rank 1"),
-        ("desync_extra_collective", "desync", "rank 0 blocked; last collective entered: #1 all_reduce"),
+        ("desync_extra_collective", "desync", "rank 0 blocked in collective #1 all_reduce"),
     ],
 )
 def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: str, culprit_text: str) -> None:
@@ -66,7 +66,7 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
 def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Pool) -> None:
     outcome, _ = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
     report = outcome.describe_fault()
-    assert "rank 0 blocked; last collective entered: #1 all_gather_single(torch.int64, shape=(2,))" in report
+    assert "rank 0 blocked in collective #1 all_gather_single(torch.int64, shape=(2,))" in report
     assert "in hang_rank1" in report  # rank 1's Python stack, from faulthandler
     assert "in correct" in report  # the other ranks' stacks
 
