@@ -68,6 +68,10 @@ def render(finding: Finding, target: str, faithful: str, name: str, timeout: flo
         "import torch.distributed as dist",
         "",
         *_import_lines(target),
+        *(["# autograd's first use imports for seconds: done here, once, so no rank's timeout pays for it",
+            "warm = torch.ones(1, requires_grad=True)",
+            "torch.autograd.grad(warm * 2, warm, torch.ones(1))"]
+          if script.backward else []),
         "",
         *script.data,
         *script.helpers(),
@@ -102,6 +106,8 @@ class _Script:
         #: The comparison ``differs`` makes, when used: "bits" (byte for byte) or "values".
         self.differs_mode = ""
         self.uses_inverted = False
+        #: Whether some case runs the backward pass.
+        self.backward = False
         #: Set by the gradient check: whether the expected gradient is exact (no tolerance).
         self.exact_gradient: bool | None = None
         self.data: list[str] = []
@@ -179,6 +185,7 @@ class _Script:
         if self.finding.property in ("stable", "repeatable") and not suffix:
             lines += ["first = [piece.detach().clone() for piece in out]"]
         if upto >= 1 and grad:
+            self.backward = True
             c_name = self.tensors(f"C{suffix}", [make_cotangent(case, r) for r in range(case.world_size)],
                                   "each rank's cotangent: the grad_output its backward receives")
             flowing = "torch.stack(out)" if case.output == "list" and case.ndim == 0 else (
