@@ -15,7 +15,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 
-from harness import files, profiles
+from harness import files, profile_names
 from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError
 
 PROG = "python -m harness"
@@ -125,7 +125,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                                "equal, NaN to NaN and -0.0 to +0.0 (for gathers built with arithmetic)")
     contract.add_argument("--backend", choices=BACKENDS, default="gloo", help="process-group backend (default: gloo)")
     contract.add_argument("--device", choices=DEVICES, default="cpu", help="where the tensors live (default: cpu)")
-    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profiles.WORLD_SIZES.items())
+    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_names.WORLD_SIZES.items())
     contract.add_argument("--world-sizes", metavar="A-B",
                           help=f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
                                f"(default: the profile's: {per_profile})")
@@ -138,8 +138,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--seed", type=seed_number, metavar="N", help="random seed (default: a fresh one, printed)")
     search.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
                         help="per case: a rank still running after this long is a hang (default: 10)")
-    search.add_argument("--profile", choices=tuple(profiles.WORLD_SIZES),
-                        help=f"Hypothesis profile (default: ${profiles.PROFILE_ENV}, else ci when $CI is set, else dev)")
+    search.add_argument("--profile", choices=tuple(profile_names.WORLD_SIZES),
+                        help=f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)")
     search.add_argument("--probe-misuse", action="store_true",
                         help="also probe out-of-contract input: every rank must raise, not hang or answer wrongly")
     output = parser.add_argument_group("output")
@@ -223,7 +223,7 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
     extra = parser.add_argument_group("fuzz")
     extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
     extra.add_argument("--database", metavar="DIR",
-                       help=f"the example database directory (default: ${profiles.DATABASE_ENV}, else "
+                       help=f"the example database directory (default: ${profile_names.DATABASE_ENV}, else "
                             f".hypothesis/examples)")
     extra.add_argument("--save-every", type=positive_float, default=FUZZ_SAVE_EVERY_S, metavar="SECONDS",
                        help=f"rewrite the summary at least this often (default: {FUZZ_SAVE_EVERY_S:g})")

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness import files, forkserver, notation, profiles, targets
+from harness import files, forkserver, notation, profile_names, targets
 from harness.arguments import (
     PROG,
     UsageParser,
@@ -165,8 +165,8 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
     from harness.pool import shared_pool
 
-    profile = args.profile or profiles.default_name()
-    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profiles.WORLD_SIZES[profile]
+    profile = args.profile or profile_names.default_name()
+    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profile_names.WORLD_SIZES[profile]
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups)
@@ -202,12 +202,14 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _header(options: CheckOptions, prepared: Prepared) -> str:
+    from harness.api import profile_settings
+
     contract, not_drawn = prepared.probe.contract, prepared.not_drawn
     low, high = contract.world_sizes
     if options.duration_s is not None:
         budget = f"time budget {options.duration_s:g} s"
     else:
-        budget = f"{options.max_examples or profiles.settings_for(options.profile or profiles.default_name()).max_examples} examples"
+        budget = f"{options.max_examples or profile_settings(options.profile).max_examples} examples"
     lines = [
         f"gather-harness check {options.target}",
         f"  contract: {contract.describe()}",

@@ -104,8 +104,8 @@ class RankFault:
         if self.state == "died":
             head, body = f"rank {self.rank} died: {_exit_text(self.exitcode)}, {where}", self.log_tail
         elif self.state == "blocked":
-            if where.startswith("after"):
-                where = f"outside any collective, {where}"
+            if where.startswith("after"):  # the ledger says it left its last one; its stack says where it is
+                where = f"(its last collective, {where.removeprefix('after collective ')})"
             head, body = f"rank {self.rank} blocked {where}", self.stack
         else:
             head, body = f"rank {self.rank} raised {where}", self.error
@@ -418,9 +418,12 @@ class RankSet:
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
         blocked = [r for r, res in enumerate(results) if res is None and self._alive(r)]
+        # Read where each rank is just before its stack is dumped, so the two agree: a rank still
+        # running moves on meanwhile.  A ledger known only from the dump (remote ranks) is read after it.
+        before = [self._last(r) for r in range(self.world_size)]
         stacks = self._dump_stacks(blocked)
         for r, res in enumerate(results):
-            last = self._last(r) or "(none)"
+            last = (before[r] if before[r].startswith("#") else self._last(r)) or "(none)"
             if res is not None and res.error:
                 faults.append(RankFault(r, "raised", last_collective=last, error=res.error))
             elif res is None and r in blocked:

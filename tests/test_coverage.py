@@ -169,7 +169,7 @@ def test_never_reached_names_the_cells_and_values_the_space_allows() -> None:
     assert "groups=one group" not in missing and "groups=world" not in missing
 
     summary = coverage.summary(width=100)
-    assert "2 examples" in summary and "2 of 4 W x dtype cells reached" in summary
+    assert "2 cases run" in summary and "2 of 4 W x dtype cells reached" in summary
     lines = summary.splitlines()
     assert len(lines) == 1 + 3 + 2  # totals, the matrix (a header and two rows), two lines of what was missed
     never = words(lines[4:])
