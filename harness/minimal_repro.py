@@ -217,13 +217,16 @@ class _Script:
     def _laid_out(self, case: Case, field: str, values: str, grad: bool) -> str:
         """``values[rank]`` in each rank's layout of ``field`` (the base is the leaf that requires grad)."""
         kinds = [_layout(getattr(spec, field), len(spec.shape)) for spec in case.ranks]
-        if set(kinds) == {"contiguous"}:
-            return f"{values}[rank].clone()" + (".requires_grad_()" if grad else "") + self.moved
         self.layouts.update(kinds)
-        argument = ", grad=True" if grad else ""
+
+        def laid(kind: str, index: str) -> str:
+            if kind == "contiguous":
+                return f"{values}[{index}].clone()" + (".requires_grad_()" if grad else "") + self.moved
+            return f"{kind}({values}[{index}]{', grad=True' if grad else ''}){self.moved}"
+
         if len(set(kinds)) == 1:
-            return f"{kinds[0]}({values}[rank]{argument}){self.moved}"
-        return f"[{', '.join(kinds)}][rank]({values}[rank]{argument}){self.moved}"
+            return laid(kinds[0], "rank")
+        return f"[{', '.join(laid(kind, str(r)) for r, kind in enumerate(kinds))}][rank]"
 
     def _problems(self) -> str:
         """A Python list expression of the strings describing what is wrong ('' for what is right)."""
@@ -324,7 +327,7 @@ class _Script:
             add("def inverted(v):  # every bit flipped",
                 "    return v.logical_not() if v.dtype == torch.bool else "
                 "v.reshape(-1).view(torch.uint8).bitwise_not().view(v.dtype).reshape(v.shape)")
-        for kind in ("contiguous", "transposed", "strided", "offset"):
+        for kind in ("transposed", "strided", "offset"):
             if kind in self.layouts:
                 add(*_LAYOUT_HELPERS[kind])
         if self.differs_mode:
@@ -335,8 +338,6 @@ class _Script:
 
 
 _LAYOUT_HELPERS = {
-    "contiguous": ("def contiguous(t, grad=False):",
-                   "    return t.clone().requires_grad_(grad)"),
     "transposed": ("def transposed(t, grad=False):  # a permuted view: strides reversed; the base is the leaf",
                    "    flip = list(reversed(range(t.ndim)))",
                    "    return t.permute(flip).contiguous().requires_grad_(grad).permute(flip)"),
@@ -428,12 +429,12 @@ def _says_itself(t: torch.Tensor) -> bool:
 def _header(finding: Finding, target: str, faithful: str, name: str) -> str:
     case = finding.case
     return f'''#!/usr/bin/env python3
-"""Minimal repro: {finding.property} of {target} (plain torch; every check, as the harness ran it: {faithful})
+"""Minimal repro: {finding.property} of {target}, in plain torch (gather-harness, torch {torch.__version__}).
 
     {case.describe()}
 
 Run: python {name}   or: torchrun --standalone --nproc-per-node {case.world_size} {name}
-Exit status 1: it reproduces; 0: every rank got what it should. (gather-harness, torch {torch.__version__})
+Exit status 1: it reproduces; 0: every rank got what it should. Every check, as the harness ran it: {faithful}
 """'''
 
 
@@ -441,11 +442,8 @@ def _import_lines(target: str) -> list[str]:
     """Import the target the way the harness's ranks do: a file by its path, a module by name."""
     module, _, attr = target.rpartition(":")
     if module.endswith(".py"):
-        return ["import importlib.util",
-                f"spec = importlib.util.spec_from_file_location('gather_target', {module!r})",
-                "sys.modules[spec.name] = module = importlib.util.module_from_spec(spec)",
-                "spec.loader.exec_module(module)",
-                f"target = module.{attr}"]
+        return ["import runpy", f"target = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"] + (
+            [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
     return [f"sys.path.insert(0, {os.getcwd()!r})",
             f"from {module} import {attr.split('.')[0]} as target"] + (
             [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
