@@ -345,7 +345,7 @@ def profile_settings(name: str | None) -> settings:
 
 
 def failure_text(report: CheckReport, options: CheckOptions, *, rerun: Sequence[str],
-                 how_to_show: str = "full_stacks=True") -> str:
+                 how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
     """The text of a failed check for a test report: the verdict on its first line (pytest's short
     summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
     findings = report.findings + report.misuse_findings

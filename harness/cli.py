@@ -11,8 +11,10 @@ keys may be added to, never changed.  Exit status:
 - 130 (added): interrupted.
 
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
-``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks started by torchrun)
-in :mod:`harness.remote`.
+Argument mistakes and a target path that is not there (or does not parse) are told before
+torch is imported.  ``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks
+started by torchrun) in :mod:`harness.remote`; ``explain-case`` prints the case notation
+(:mod:`harness.notation`).
 """
 
 from __future__ import annotations
