@@ -37,8 +37,9 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-html PATH`` (the coverage page; the terminal summary always shows the coverage).
   The budget options apply to the fixture's checks too.
 
-The Hypothesis profile is ``--hypothesis-profile`` when given, else the project default
-(``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
+The Hypothesis profile is ``--hypothesis-profile`` when it names one of the project's profiles
+(``dev``, ``ci``, ``nightly``, ``fuzz``), else the project default (``GATHER_HARNESS_PROFILE``,
+else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
 run with a usage error before anything is collected.
 """
 
@@ -102,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from harness import api, files  # imports torch: only when a target is selected
     from harness.targets import TargetError
 
-    profile = config.getoption("hypothesis_profile", None) or profiles.default_name()
+    profile = _our_profile(config) or profiles.default_name()
     text = config.getoption("gather_world_sizes")
     max_examples = config.getoption("gather_max_examples")
     try:
@@ -124,6 +125,13 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
+
+
+def _our_profile(config: pytest.Config) -> str | None:
+    """``--hypothesis-profile`` when it names one of the project's profiles (another project's own
+    profile, or Hypothesis' ``default``, says nothing about ranks: the default one applies)."""
+    chosen = config.getoption("hypothesis_profile", None)
+    return chosen if chosen in profiles.WORLD_SIZES else None
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
@@ -174,7 +182,7 @@ def gather_check(request: pytest.FixtureRequest) -> Callable[..., CheckReport]:
                "seed": config.getoption("gather_seed"), "probe_misuse": config.getoption("gather_probe_misuse") or None,
                "full_stacks": config.getoption("gather_full_stacks") or None,
                "repro_dir": config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
-               "profile": config.getoption("hypothesis_profile", None)}
+               "profile": _our_profile(config)}
 
     def check(gather: Any, **options: Any) -> CheckReport:
         __tracebackhide__ = True
