@@ -6,6 +6,7 @@ the xdist one, which needs real worker processes.
 
 from __future__ import annotations
 
+import multiprocessing.sharedctypes  # noqa: F401  (see ``gathers``)
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,10 @@ def gathers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pool: Po
     """A pytester directory with a gather file and one ordinary test.
 
     ``pool`` is requested so that the shared pool starts from the project directory, not from
-    a pytester directory that is deleted while its forkserver lives on.
+    a pytester directory that is deleted while its forkserver lives on.  The rank sets' shared
+    memory module is imported up front (above): an in-process run that imported it first
+    would take it out of ``sys.modules`` when it ended, and the next rank set started in this
+    process could no longer pickle its shared ledger.
     """
     monkeypatch.delenv("GATHER_IMPL", raising=False)
     pytester.makepyfile(gathers=GATHERS, test_other="def test_other():\n    pass\n")
