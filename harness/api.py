@@ -8,10 +8,14 @@ Use it from another project's test suite::
         check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
 
 ``check_gather`` returns the :class:`~harness.search.CheckReport` when no counterexample was
-found and raises ``AssertionError`` whose text is the counterexample otherwise: the property
-violated, the minimal case, what each rank got versus the reference, and the path of a
-standalone repro script.  The target is always imported by a rank process, never by the
-caller's process, so a gather that hangs or aborts cannot take the test run down with it.
+found and raises ``AssertionError`` whose text is the counterexample otherwise: its first line
+is the verdict (what broke, where, and the short repro to run), then the property violated,
+the minimal case, what each rank got versus the reference, the repro scripts, the seed and
+the commands that run the check again.  Notes (a differentiable target checked without a
+gradient contract, an in-place write into the input) are issued as :class:`GatherNote`
+warnings, which pytest lists in its warnings summary.  The target is always imported by a
+rank process, never by the caller's process, so a gather that hangs or aborts cannot take
+the test run down with it.
 
 A check goes through the same three steps from every front end, so they cannot drift apart:
 :func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
@@ -22,21 +26,25 @@ convention) and :func:`execute` (the search, then one repro script per finding).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 
 import torch
 from hypothesis import settings
 
-from harness import capabilities, files, profiles, repro
+from harness import capabilities, files, hints, minimal_repro, profiles, repro, targets
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, literal_kwargs, parse_dtypes
 from harness.finding import Finding
+from harness.output import examples_text
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
 from harness.search import CheckReport, Progress, run_check
 from harness.strategies import simplest_first
-from harness.targets import split_target
+from harness.targets import shown_path, shown_target
 
 DEFAULT_REPRO_DIR = files.default_path("repros")
 
@@ -61,6 +69,12 @@ class CheckOptions:
     repro_dir: str = DEFAULT_REPRO_DIR
     profile: str | None = None
     bits: bool = True
+    #: Show every frame of a failing rank's stack, not only the target's own.
+    full_stacks: bool = False
+
+
+class GatherNote(UserWarning):
+    """Something a check saw that breaks no property but the user should know (pytest lists it)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,8 @@ def check_gather(
     groups: bool = False,
     bits: bool = True,
     kwargs: Mapping[str, object] | None = None,
+    full_stacks: bool = False,
+    profile: str | None = None,
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -109,13 +125,16 @@ def check_gather(
       case), ``probe_misuse``: as in ``check``.
     - ``repro_dir`` (default ``.gather-harness/repros``): where repro scripts of failures are written,
       one folder per target, one script per property (a newer one replaces the older).
-
-    The Hypothesis profile is the project's default one (``GATHER_HARNESS_PROFILE``, else
-    ``ci`` under ``CI``, else ``dev``); the caller's global Hypothesis settings are left alone.
+    - ``full_stacks``: show every frame of a hanging or failing rank's stack (default: the
+      target's own frames and the collective it is in).
+    - ``profile``: the Hypothesis profile (default: the project's default one,
+      ``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``); the caller's global
+      Hypothesis settings are left alone.  ``seed`` ``None`` searches with seed 0.
     Bad arguments raise :class:`~harness.contract.UsageError`, a target that cannot be
     imported :class:`~harness.targets.TargetError`, one that no calling convention fits
     :class:`~harness.conventions.Misfit`.
     """
+    __tracebackhide__ = True  # a failure shows the counterexample, not this function's source
     dtype_text = dtypes if isinstance(dtypes, str) else ",".join(dtypes)
     options = CheckOptions(
         target=target_of(gather),
@@ -129,25 +148,80 @@ def check_gather(
         probe_misuse=probe_misuse,
         repro_dir=repro_dir,
         bits=bits,
+        full_stacks=full_stacks,
+        profile=profile,
     )
     pool = shared_pool(timeout)
     report = execute(options, pool, prepare(options, pool))
+    for note in note_warnings(report):
+        warnings.warn(note, stacklevel=_first_frame_outside_harness())
     if report.verdict == "fail":
-        raise AssertionError(failure_text(report))
+        raise AssertionError(failure_text(report, options, rerun=rerun_commands(options)))
     return report
+
+
+def _first_frame_outside_harness() -> int:
+    """The ``stacklevel`` that attributes a warning issued by this function's caller to the first
+    frame outside the harness: the user's test, also through the pytest plugin's fixture."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _HARNESS_DIR:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def note_warnings(report: CheckReport) -> list[GatherNote]:
+    """Each of the report's notes as a :class:`GatherNote` warning to issue."""
+    return [GatherNote(f"gather-harness: {note}") for note in report.notes]
+
+
+def rerun_commands(options: CheckOptions) -> list[str]:
+    """The commands that run this check again: the pytest test it runs in (if any), then the CLI's."""
+    current = os.environ.get("PYTEST_CURRENT_TEST")
+    commands = []
+    if current:
+        seed = [] if options.seed is None else ["--gather-seed", str(options.seed)]
+        commands.append(shlex.join(["pytest", current.rpartition(" ")[0] or current, *seed]))
+    return [*commands, check_command(options)]
+
+
+def check_command(options: CheckOptions) -> str:
+    """``python -m harness check ...``: the same check from the command line (same contract, budget, seed)."""
+    contract = options.contract
+    args = ["python", "-m", "harness", "check", shown_target(options.target)]
+    args += [] if contract.ragged else ["--no-ragged"]
+    args += [] if contract.dims == "any" else ["--dims", contract.dims]
+    args += [] if contract.grad == "none" else ["--grad", contract.grad]
+    args += [] if options.dtype_text == "all" else ["--dtypes", options.dtype_text]
+    args += [] if contract.output == "auto" else ["--output", contract.output]
+    args += ["--groups"] if contract.groups else []
+    args += [arg for name, literal in contract.kwargs for arg in ("--kwarg", f"{name}={literal}")]
+    args += [] if options.bits else ["--no-bits"]
+    args += [] if contract.backends[0] == "gloo" else ["--backend", contract.backends[0]]
+    args += [] if contract.devices[0] == "cpu" else ["--device", contract.devices[0]]
+    args += ["--world-sizes", "{}-{}".format(*contract.world_sizes)]
+    args += [] if options.max_examples is None else ["--max-examples", str(options.max_examples)]
+    args += [] if options.duration_s is None else ["--duration", f"{options.duration_s:g}"]
+    args += [] if options.timeout == 10.0 else ["--timeout", f"{options.timeout:g}"]
+    args += ["--probe-misuse"] if options.probe_misuse else []
+    args += [] if options.profile is None else ["--profile", options.profile]
+    return shlex.join([*args, "--seed", str(options.seed or 0)])
 
 
 def target_of(gather: str | Callable) -> str:
     """The ``module:attr`` selector of ``gather``, so that a rank can import it by name.
 
-    A string is checked for the selector syntax only, and a file path in it made absolute:
+    A string is checked as far as it can be without importing it (:func:`harness.targets.locate`:
+    syntax, the file or module, its source's syntax), and a file path in it made absolute:
     warm ranks keep the working directory they started in.  A callable must be reachable
     from its module by its qualified name: lambdas, closures and functions defined inside
     other functions are not, and neither are partials or bound methods of instances.
     """
     if isinstance(gather, str):
-        split_target(gather)
-        return repro.absolute_target(gather)
+        return targets.locate(gather)
     if not callable(gather):
         raise UsageError(f"gather={gather!r} is neither a target string like 'package.module:attr' nor a callable")
     module_name = getattr(gather, "__module__", None)
@@ -228,13 +302,16 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     if not drawn:
         raise UsageError(f"--dtypes: none of {', '.join(options.contract.dtypes)} is supported by {backend}/{device} "
                          f"(supported: {', '.join(caps.gather_dtypes())})")
-    found = probe(pool, options.target, options.contract, simplest_first(drawn)[0], timeout=options.timeout)
+    dtype = simplest_first(drawn)[0]
+    found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
+    note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout)
+    found.notes += [note] if note else []
     return Prepared(missing, found)
 
 
 def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
             on_example: Callable[[Progress], None] | None = None) -> CheckReport:
-    """Run the search, then write a repro script for every finding (its path lands in ``repro``)."""
+    """Run the search; give every finding its hints and its repro scripts (``repro``, ``minimal_repro``)."""
     report = run_check(
         options.target,
         options.contract,
@@ -249,10 +326,16 @@ def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
         bits=options.bits,
         probed=prepared.probe,
     )
+    for finding in report.findings:
+        finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
+            pool, options.target, report.contract, finding, options.timeout)) if hint]
     for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
         for finding in findings:
-            finding.repro = str(repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
-                                            out_of_contract=out_of_contract))
+            faithful = repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
+                                   out_of_contract=out_of_contract)
+            finding.repro = str(faithful)
+            finding.minimal_repro = str(minimal_repro.write(finding, repro.absolute_target(report.target), faithful,
+                                                            timeout=options.timeout, out_of_contract=out_of_contract))
     return report
 
 
@@ -265,16 +348,40 @@ def profile_settings(name: str | None) -> settings:
     return profiles.settings_for(name or profiles.default_name())
 
 
-def failure_text(report: CheckReport) -> str:
-    """Every finding's counterexample text with its repro script."""
-    return "\n\n".join(finding_text(finding) for finding in report.findings + report.misuse_findings)
+def failure_text(report: CheckReport, options: CheckOptions, *, rerun: Sequence[str],
+                 how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
+    """The text of a failed check for a test report: the verdict on its first line (pytest's short
+    summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
+    findings = report.findings + report.misuse_findings
+    first = findings[0]
+    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
+    case = first.case
+    script = first.minimal_repro or first.repro or ""
+    lines = [f"gather check failed: {names} ({first.kind}) at W={case.world_size} {case.dtype} dim={case.dim} "
+             f"\u2014 repro: python {shown_path(script)}",
+             f"checked {shown_target(report.target)}: {report.contract.describe()}; {examples_text(report)}, "
+             f"seed {report.seed or 0}"]
+    lines += [f"note: {note}" for note in report.notes]
+    lines += ["", *(finding_text(f, full_stacks=options.full_stacks, how_to_show=how_to_show) + "\n" for f in findings)]
+    lines += [f"{'rerun' if k == 0 else '   or'}: {command}" for k, command in enumerate(rerun)]
+    lines.append(CASE_NOTATION)
+    return "\n".join(lines)
 
 
-def finding_text(finding: Finding) -> str:
-    """The property, the minimal case, what each rank got versus the reference, and the repro."""
+#: Where a failure's reader learns to read its case line.
+CASE_NOTATION = "how to read a case line: python -m harness explain-case"
+
+
+def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+    """The property, the minimal case, what each rank got versus the reference, and both repros."""
     run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
-    return f"{finding.text()}\ncalled as: {finding.call.describe(finding.case.passes_group)}\nrepro: {finding.repro}\n  run: {run}"
+    lines = [finding.text(full_stacks=full_stacks, how_to_show=how_to_show),
+             f"called as: {finding.call.describe(finding.case.passes_group)}", f"repro: {finding.repro}", f"  run: {run}"]
+    if finding.minimal_repro:
+        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {finding.minimal_repro}")
+    return "\n".join(lines)
 
 
-__all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "Prepared", "build_contract", "check_gather", "execute",
-           "failure_text", "finding_text", "prepare", "profile_settings", "target_of"]
+__all__ = ["CASE_NOTATION", "CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "build_contract",
+           "check_command", "check_gather", "execute", "failure_text", "finding_text", "prepare",
+           "note_warnings", "profile_settings", "rerun_commands", "target_of"]

@@ -1,20 +1,35 @@
-"""Command-line pieces shared by every command: the check options, number types, messages.
+"""Command-line pieces shared by every command: the options, number types, messages.
 
 ``check`` and ``fuzz`` take the same contract and search options; both build them here, so
-the two commands cannot drift apart and neither imports the other.
+the two commands cannot drift apart and neither imports the other.  Every command's options
+are defined here, with the commands themselves named by module and function
+(:func:`command`), so that parsing the command line imports neither torch nor the engine: a
+mistyped option is answered in milliseconds, not after seconds of imports.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import shlex
 from collections.abc import Callable, Sequence
 
-from harness import files, profiles
+from harness import files, profile_names
 from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError, parse_kwarg
 
 PROG = "python -m harness"
+#: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s 10 s: a
+#: correct case takes milliseconds, and every hanging example costs this much, again at each
+#: step of shrinking it.
+REPORT_MAX_EXAMPLES = 60
+REPORT_TIMEOUT_S = 5.0
+#: ``fuzz``: its default time budget, summary file and how often the summary is rewritten.
+FUZZ_DURATION_S = 600.0
+FUZZ_SUMMARY = files.default_path("fuzz.json")
+FUZZ_SAVE_EVERY_S = 30.0
+#: ``--listen``: how long the driver waits for the torchrun job's ranks.
+CONNECT_TIMEOUT_S = 600.0
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -24,6 +39,16 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
+
+
+def command(module: str, name: str) -> Callable[[argparse.Namespace, list[str]], int]:
+    """The command function ``module.name``, imported only when the command runs."""
+
+    def run(args: argparse.Namespace, argv: list[str]) -> int:
+        function: Callable[[argparse.Namespace, list[str]], int] = getattr(importlib.import_module(module), name)
+        return function(args, argv)
+
+    return run
 
 
 def rerun_command(argv: Sequence[str], seed: int) -> str:
@@ -108,7 +133,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                                "equal, NaN to NaN and -0.0 to +0.0 (for gathers built with arithmetic)")
     contract.add_argument("--backend", choices=BACKENDS, default="gloo", help="process-group backend (default: gloo)")
     contract.add_argument("--device", choices=DEVICES, default="cpu", help="where the tensors live (default: cpu)")
-    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profiles.WORLD_SIZES.items())
+    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_names.WORLD_SIZES.items())
     contract.add_argument("--world-sizes", metavar="A-B",
                           help=f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
                                f"(default: the profile's: {per_profile})")
@@ -121,8 +146,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--seed", type=seed_number, metavar="N", help="random seed (default: a fresh one, printed)")
     search.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
                         help="per case: a rank still running after this long is a hang (default: 10)")
-    search.add_argument("--profile", choices=tuple(profiles.WORLD_SIZES),
-                        help=f"Hypothesis profile (default: ${profiles.PROFILE_ENV}, else ci when $CI is set, else dev)")
+    search.add_argument("--profile", choices=tuple(profile_names.WORLD_SIZES),
+                        help=f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)")
     search.add_argument("--probe-misuse", action="store_true",
                         help="also probe out-of-contract input: every rank must raise, not hang or answer wrongly")
     output = parser.add_argument_group("output")
@@ -134,3 +159,80 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the coverage page: examples and failures per world size x dtype and per value of "
                              "every other axis, with the findings (one static file)")
     output.add_argument("--quiet", action="store_true", help="no header, progress line or coverage summary")
+    output.add_argument("--full-stacks", action="store_true",
+                        help="show every frame of a hanging or failing rank's stack, the harness's, "
+                             "multiprocessing's and torch's included (default: the target's own frames and "
+                             "the collective it is in; the JSON always has them all)")
+
+
+def add_listen_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--listen`` and its companions, for ``check`` and ``fuzz`` (see :mod:`harness.remote`)."""
+    group = parser.add_argument_group("scale-out (ranks started by torchrun -m harness.remote)")
+    group.add_argument("--listen", nargs="?", const="0.0.0.0:0", metavar="HOST:PORT",
+                       help="serve ranks started by torchrun instead of local ones: listen on HOST:PORT "
+                            "(bare --listen: every interface, any free port) and print the address; the cases' "
+                            "world size is the job's, given with --world-sizes W")
+    group.add_argument("--address-file", metavar="PATH", help="with --listen: also write HOST:PORT to PATH")
+    group.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
+                       help=f"with --listen: how long to wait for the job's ranks "
+                            f"(default: {CONNECT_TIMEOUT_S:g})")
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
+    parser.add_argument("--json", metavar="PATH", help="write every variant's report as JSON")
+    parser.add_argument("--html", metavar="PATH", help="write the coverage page of the whole report")
+    parser.add_argument("--max-examples", type=positive_int, default=REPORT_MAX_EXAMPLES, metavar="N",
+                        help=f"examples per variant (default: {REPORT_MAX_EXAMPLES})")
+    parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
+    parser.add_argument("--probe-misuse", action=argparse.BooleanOptionalAction, default=False,
+                        help="also probe out-of-contract input; slow, as equal-only variants hang on ragged "
+                             "input by design (default: --no-probe-misuse)")
+    parser.add_argument("--timeout", type=positive_float, default=REPORT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"per case: a rank still running after this long is a hang "
+                             f"(default: {REPORT_TIMEOUT_S:g})")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
+
+
+def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
+    """Add ``fuzz`` and ``replay`` (run by :mod:`harness.fuzz`) to the CLI's subcommands."""
+    fuzz = commands.add_parser(
+        "fuzz", help="randomized search over the catalogue (or one TARGET) for a time budget",
+        description="Fuzz every catalogue variant against its authors' claim, or one TARGET against the contract "
+                    "options, for --duration; keep the example database; rewrite a JSON summary as it goes. "
+                    "Exit status: 0 nothing found, 1 something found, 2 bad arguments.")
+    _add_fuzz_arguments(fuzz)
+    fuzz.set_defaults(run=command("harness.fuzz", "run_fuzz_command"))
+    replay = commands.add_parser(
+        "replay", help="run the findings of a fuzz summary again",
+        description="Run the cases of a fuzz summary's findings again on fresh ranks. Exit status: 0 none "
+                    "reproduced, 1 at least one reproduced, 2 bad arguments.")
+    replay.add_argument("summary", metavar="SUMMARY.json", help="the JSON summary a fuzz run wrote")
+    replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
+    replay.add_argument("--on-cpu", action="store_true",
+                        help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
+    replay.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
+                        help="per case: a rank still running after this long is a hang (default: 10)")
+    replay.set_defaults(run=command("harness.fuzz", "run_replay_command"))
+
+
+def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
+    """``check``'s options, retuned: TARGET optional, contract options unset, fuzz-sized defaults."""
+    add_check_arguments(parser)
+    actions = {action.dest: action for action in parser._actions}
+    actions["target"].nargs, actions["target"].default = "?", None
+    actions["target"].help = "one gather(x, dim) as in check (default: every catalogue variant, round-robin)"
+    actions["duration"].help = f"time budget: SECONDS, 30s, 10m, 1h (default: {FUZZ_DURATION_S / 60:g}m)"
+    actions["max_examples"].help = "stop after N examples in all instead of after a time budget"
+    actions["json"].help = f"the JSON summary, rewritten as the run goes (default: {FUZZ_SUMMARY})"
+    actions["html"].help = "the coverage page, rewritten with the summary (default: beside it, .html)"
+    actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
+    parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=FUZZ_SUMMARY)
+    extra = parser.add_argument_group("fuzz")
+    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
+    extra.add_argument("--database", metavar="DIR",
+                       help=f"the example database directory (default: ${profile_names.DATABASE_ENV}, else "
+                            f".hypothesis/examples)")
+    extra.add_argument("--save-every", type=positive_float, default=FUZZ_SAVE_EVERY_S, metavar="SECONDS",
+                       help=f"rewrite the summary at least this often (default: {FUZZ_SAVE_EVERY_S:g})")
+    add_listen_arguments(parser)

@@ -36,6 +36,7 @@ import torch
 from hypothesis import settings
 
 from harness import capabilities, coverage_page, profiles
+from harness.arguments import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.contract import Contract, UsageError
 from harness.coverage import Coverage
 from harness.files import write_json
@@ -45,10 +46,8 @@ from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport, run_check
 from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
 
-DEFAULT_MAX_EXAMPLES = 60
-#: Shorter than ``check``'s 10 s: a correct case takes milliseconds, and every hanging example
-#: costs this much, again at each step of shrinking it.
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_EXAMPLES = REPORT_MAX_EXAMPLES
+DEFAULT_TIMEOUT_S = REPORT_TIMEOUT_S
 #: Seconds of faulty shrinking steps per failing property (``run_check``'s default is 30): a
 #: one-line counterexample per variant needs less, and the whole catalogue must stay quick.
 SHRINK_BUDGET_S = 20.0

@@ -20,6 +20,7 @@ only torch and the other embedded modules (``case``, ``contract``, ``procedure``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,7 +58,7 @@ class Violation:
     """One broken property on one rank (``rank`` is ``None`` for whole-group faults)."""
 
     property: str
-    kind: str  # "mismatch", "exception", "hang", "crash", "desync", "wrong-answer"
+    kind: str  # "mismatch", "in-place", "exception", "hang", "crash", "desync", "wrong-answer"
     rank: int | None
     message: str
 
@@ -87,9 +88,11 @@ def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[V
     expected = expected_pieces(case, r)
     names = piece_names(case.output, len(expected))
     found = _check_pieces(result, expected, names, bits=bits)
-    found += check_input_untouched(case, result)
-    if case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES:
-        found += check_gradient(case, result)
+    untouched = check_input_untouched(case, result)
+    found += untouched
+    if gradients_checked(case):
+        written = any(v.kind == "in-place" for v in untouched)
+        found += [_caused_by_the_write(v) if written else v for v in check_gradient(case, result)]
     if result.repeat_output is not None and not found:
         found += _check_stability(case, result, names, bits=bits)
     return found
@@ -173,16 +176,65 @@ def prepare(case: Case, *, stability: bool) -> None:
         if stability:
             expected_pieces(case, rank, companion=True)
         _original_input(case, rank)
-        if case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES:
+        if gradients_checked(case):
             _expected_grad(case, rank, case.grad)
 
 
+def gradients_checked(case: Case) -> bool:
+    """Whether ``case``'s ranks run the backward pass (and their input requires grad)."""
+    return case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES
+
+
 def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
+    """Values, strides and, where gradients are checked, the version counter of the input.
+
+    A call that writes into its input and leaves the same values there (``tensor_list[rank]
+    = x; dist.all_gather(tensor_list, x)``) passes a comparison of values; the version counter
+    still moved, and autograd checks it.  Without gradients it is a note (:func:`in_place_note`).
+    """
     r = result.rank
     if result.input_stride_after is not None:
         return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
-    return _check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
-                       where="after the call")
+    changed = _check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
+                          where="after the call")
+    if changed or not written_in_place(result) or not gradients_checked(case):
+        return changed
+    return [Violation("inputs-untouched", "in-place", r,
+                      f"input was written in place on rank {r} ({_version_text(result)}) though its values are "
+                      f"unchanged: {IN_PLACE_CONSEQUENCE}")]
+
+
+#: What an in-place write into a gather's input does in a real model, said once for messages and notes.
+IN_PLACE_CONSEQUENCE = ("in real code, autograd raises 'one of the variables needed for gradient computation has "
+                        "been modified by an inplace operation' when the op before the gather saved its output "
+                        "(relu, sigmoid, ...)")
+
+
+def written_in_place(result: RankResult) -> bool:
+    """The first call bumped the input's version counter: it wrote into ``x``, whatever it wrote."""
+    return result.input_version is not None and result.input_version[1] != result.input_version[0]
+
+
+#: The note for an in-place write where no gradient is checked: not a violation there.
+IN_PLACE_NOTE = (f"the target writes into its input in place (its version counter moves) though the values stay the "
+                 f"same: harmless without gradients, but where its input requires grad, {IN_PLACE_CONSEQUENCE}")
+
+
+def outcome_notes(outcome: Outcome) -> list[str]:
+    """What ``outcome`` shows that is worth a note but breaks no property of its case."""
+    case = outcome.case
+    written = any(res is not None and not res.error and written_in_place(res) for res in outcome.results)
+    return [IN_PLACE_NOTE] if written and not gradients_checked(case) else []
+
+
+def _version_text(result: RankResult) -> str:
+    before, after = result.input_version or (0, 0)
+    return f"its version counter went from {before} to {after}"
+
+
+def _caused_by_the_write(violation: Violation) -> Violation:
+    return dataclasses.replace(violation, message=violation.message + " (the cause: the call wrote into its input "
+                                                                      "in place, see inputs-untouched)")
 
 
 def check_gradient(case: Case, result: RankResult) -> list[Violation]:

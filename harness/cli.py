@@ -11,8 +11,10 @@ keys may be added to, never changed.  Exit status:
 - 130 (added): interrupted.
 
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
-``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks started by torchrun)
-in :mod:`harness.remote`.
+Argument mistakes and a target path that is not there (or does not parse) are told before
+torch is imported.  ``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks
+started by torchrun) in :mod:`harness.remote`; ``explain-case`` prints the case notation
+(:mod:`harness.notation`).
 """
 
 from __future__ import annotations
@@ -22,52 +24,104 @@ import os
 import random
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from harness import catalogue_report, coverage_page, files, fuzz, profiles, remote
-from harness.api import CheckOptions, Prepared, build_contract, execute, finding_text, prepare, profile_settings
+from harness import files, forkserver, notation, profile_names, targets
 from harness.arguments import (
     PROG,
     UsageParser,
     add_check_arguments,
+    add_fuzz_commands,
+    add_listen_arguments,
+    add_report_arguments,
     fixed_arguments,
     one_line,
-    positive_float,
-    positive_int,
     rerun_command,
 )
-from harness.contract import UsageError, parse_world_sizes
-from harness.conventions import Misfit
-from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
-from harness.pool import PoolError, PoolGone, shared_pool
-from harness.search import CheckReport
+from harness.contract import UsageError, parse_dtypes, parse_world_sizes
 from harness.targets import TargetError
+
+if TYPE_CHECKING:
+    from harness.api import CheckOptions, Prepared
+    from harness.search import CheckReport
+
+#: The commands that start rank processes: the forkserver starts as soon as their arguments
+#: are known to be good, so that its imports overlap the command's own.
+RANK_COMMANDS = frozenset({"check", "fuzz", "report", "replay"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status (see the module docstring)."""
+    """Run one command; return its exit status (see the module docstring).
+
+    The arguments and the target's path are checked before torch is imported: a typo costs
+    milliseconds, not the seconds torch and the rank forkserver take to start.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     # Hypothesis keeps caches in ``.hypothesis/`` of the working directory: ours go with the
     # rest of what the harness writes (a user's own setting wins).
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(files.output_dir()))
     try:
         args = build_parser().parse_args(argv)
-        return args.run(args, argv)
+        check_before_starting(args)
     except SystemExit as done:  # --help
         return int(done.code or 0)
-    except (UsageError, TargetError, Misfit) as exc:
+    except (UsageError, TargetError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
-    except (PoolError, PoolGone) as exc:
-        print(f"harness error: {one_line(exc)}", file=sys.stderr)
-        return 3
+    try:
+        if args.command in RANK_COMMANDS and not getattr(args, "listen", None):
+            forkserver.start()
+        return _run(args, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
 
 
+def check_before_starting(args: argparse.Namespace) -> None:
+    """What can be told wrong without torch: the dtype list, the world-size range, fixed arguments, the target's path.
+
+    The target is looked for on this machine unless ranks elsewhere import it (``--listen``).
+    """
+    if getattr(args, "dtypes", None):
+        parse_dtypes(args.dtypes)
+    if getattr(args, "world_sizes", None):
+        parse_world_sizes(args.world_sizes)
+    if getattr(args, "kwargs", None):
+        fixed_arguments(args.kwargs)
+    if getattr(args, "target", None) and not getattr(args, "listen", None):
+        targets.locate(args.target)
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
+        return args.run(args, argv)
+    except BaseException as exc:
+        status = _status_of(exc)
+        if status is None:
+            raise
+        print(f"{'error' if status == 2 else 'harness error'}: {one_line(exc)}", file=sys.stderr)
+        return status
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """2 for a target or arguments that cannot be used, 3 when the harness itself could not run.
+
+    The classes are imported here, not at the top: only a command that has imported them can
+    raise them, and ``explain-case`` or a usage error must not wait for torch.
+    """
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return None
+    from harness.conventions import Misfit
+    from harness.pool import PoolError, PoolGone
+
+    if isinstance(exc, (UsageError, TargetError, Misfit)):
+        return 2
+    return 3 if isinstance(exc, (PoolError, PoolGone)) else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = UsageParser(prog=PROG, description="Property-based correctness checks for distributed all_gather.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,report,fuzz,replay}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,report,fuzz,replay,explain-case}")
     check = commands.add_parser(
         "check",
         help="search for a counterexample to a gather meeting its contract",
@@ -75,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "groups. Exit status: 0 none found, 1 counterexample, 2 bad target or arguments.",
     )
     add_check_arguments(check)
-    remote.add_arguments(check)
+    add_listen_arguments(check)
     check.set_defaults(run=run_check_command)
     catalogue = commands.add_parser(
         "report",
@@ -83,30 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check every variant of the catalogue against its authors' claim and print the verdict "
                     "table and the backend's capability matrix.",
     )
-    _add_report_arguments(catalogue)
+    add_report_arguments(catalogue)
     catalogue.set_defaults(run=run_report_command)
-    fuzz.register(commands)
+    add_fuzz_commands(commands)
+    explain = commands.add_parser("explain-case", help="how to read a case line (W=2 ... | r0 (3,) iota ...)",
+                                  description="Explain the notation of the case lines findings print.")
+    explain.set_defaults(run=run_explain_command)
     return parser
 
 
-def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
-    parser.add_argument("--json", metavar="PATH", help="write every variant's report as JSON")
-    parser.add_argument("--html", metavar="PATH", help="write the coverage page of the whole report")
-    parser.add_argument("--max-examples", type=positive_int, default=catalogue_report.DEFAULT_MAX_EXAMPLES, metavar="N",
-                        help=f"examples per variant (default: {catalogue_report.DEFAULT_MAX_EXAMPLES})")
-    parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
-    parser.add_argument("--probe-misuse", action=argparse.BooleanOptionalAction, default=False,
-                        help="also probe out-of-contract input; slow, as equal-only variants hang on ragged "
-                             "input by design (default: --no-probe-misuse)")
-    parser.add_argument("--timeout", type=positive_float, default=catalogue_report.DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per case: a rank still running after this long is a hang "
-                             f"(default: {catalogue_report.DEFAULT_TIMEOUT_S:g})")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
+def run_explain_command(args: argparse.Namespace, argv: list[str]) -> int:
+    """``explain-case``: the case notation (:mod:`harness.notation`)."""
+    print(notation.TEXT, end="")
+    return 0
 
 
 def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``report``: see :mod:`harness.catalogue_report`."""
+    from harness import catalogue_report
+
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
@@ -116,8 +165,13 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``check``: validate everything, search, print the verdict; 0 pass, 1 counterexample."""
-    profile = args.profile or profiles.default_name()
-    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profiles.WORLD_SIZES[profile]
+    from harness import coverage_page, remote
+    from harness.api import CASE_NOTATION, CheckOptions, build_contract, execute, prepare
+    from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
+    from harness.pool import shared_pool
+
+    profile = args.profile or profile_names.default_name()
+    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profile_names.WORLD_SIZES[profile]
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
@@ -128,7 +182,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
                            timeout=args.timeout, probe_misuse=args.probe_misuse, repro_dir=args.repro_dir,
-                           profile=profile, bits=args.bits)
+                           profile=profile, bits=args.bits, full_stacks=args.full_stacks)
     pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool(args.timeout)
     prepared = prepare(options, pool)
     if not args.quiet:
@@ -140,7 +194,8 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
         if progress is not None:
             progress.close()
     rerun = rerun_command(argv, seed)
-    print(("" if args.quiet else "\n") + _verdict_text(result, options) + f"\n\nrerun: {rerun}")
+    print(("" if args.quiet else "\n") + _verdict_text(result, options, prepared) + f"\n\nrerun: {rerun}"
+          + ("" if result.verdict == "pass" else f"\n{CASE_NOTATION}"))
     if not args.quiet:
         print("\n" + result.coverage.summary())
     if args.json:
@@ -153,6 +208,8 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _header(options: CheckOptions, prepared: Prepared) -> str:
+    from harness.api import profile_settings
+
     contract, not_drawn = prepared.probe.contract, prepared.not_drawn
     low, high = contract.world_sizes
     if options.duration_s is not None:
@@ -173,20 +230,25 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     return "\n".join(lines)
 
 
-def _verdict_text(result: CheckReport, options: CheckOptions) -> str:
-    """PASS/FAIL with counts, then every finding with its repro, misuse findings apart."""
-    counts = f"{result.examples} examples ({result.elapsed_s:.1f} s)"
+def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared) -> str:
+    """PASS/FAIL with counts, the notes the header could not give, then every finding with its
+    repros, misuse findings apart."""
+    from harness.api import finding_text
+    from harness.output import examples_text
+
+    counts = f"{examples_text(result)} ({result.elapsed_s:.1f} s)"
     if result.verdict == "pass":
         lines = [f"PASS: no counterexample in {counts}"]
     else:
         names = [f.property for f in result.findings + result.misuse_findings]
         lines = [f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} violated ({', '.join(names)}) "
                  f"in {counts}"]
+    lines += [f"note: {note}" for note in result.notes if note not in prepared.probe.notes]
     lines += [f"leak: {leak}" for leak in result.leaks]
-    lines += ["\n" + finding_text(finding) for finding in result.findings]
+    lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.findings]
     if options.probe_misuse:
         lines.append(_misuse_summary(result))
-        lines += ["\n" + finding_text(finding) for finding in result.misuse_findings]
+        lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.misuse_findings]
     return "\n".join(lines)
 
 

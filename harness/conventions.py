@@ -133,14 +133,16 @@ class Call:
 
     def describe(self, pass_group: bool = True) -> str:
         """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
-        args = ["x"]
-        for parameter, role in self.positional:
-            if self._passes(role, pass_group):
-                args.append(self._shown(parameter, role))
-        for parameter, role in self.keywords:
-            if self._passes(role, pass_group):
-                args.append(f"{parameter}={self._shown(parameter, role)}")
+        positional, keywords = self.passed(pass_group)
+        args = ["x", *(self._shown(parameter, role) for parameter, role in positional)]
+        args += [f"{parameter}={self._shown(parameter, role)}" for parameter, role in keywords]
         return f"{self.name}({', '.join(args)})"
+
+    def passed(self, pass_group: bool) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+        """The ``(parameter, role)`` pairs passed after x, by position and by keyword, when the
+        case passes a group (``pass_group``) or not: an optional group is left out unless it does."""
+        return (tuple(pair for pair in self.positional if self._passes(pair[1], pass_group)),
+                tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False) -> Any:
         """Call ``target`` on ``x`` this way.
@@ -152,10 +154,9 @@ class Call:
         if passing and group is None:
             group = dist.group.WORLD
         values = _Values(dim, group if passing else None, dict(self.kwargs))
-        args = [x] + [values.get(parameter, role) for parameter, role in self.positional
-                      if self._passes(role, pass_group)]
-        kwargs = {parameter: values.get(parameter, role) for parameter, role in self.keywords
-                  if self._passes(role, pass_group)}
+        positional, keywords = self.passed(pass_group)
+        args = [x] + [values.get(parameter, role) for parameter, role in positional]
+        kwargs = {parameter: values.get(parameter, role) for parameter, role in keywords}
         function = target.apply if self.apply else target
         return function(*args, **kwargs)
 

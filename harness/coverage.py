@@ -358,7 +358,7 @@ class Coverage:
         allows but no example reached.  The never-reached line is cut to two lines of ``width``.
         """
         reached, possible = self.cells_reached()
-        head = f"coverage: {self.examples} example{'' if self.examples == 1 else 's'}"
+        head = f"coverage: {self.examples} case{'' if self.examples == 1 else 's'} run"
         if self.failures:
             head += f", {self.failures} failing (! in the matrix)"
         head += f"; {reached} of {possible} W x dtype cells reached"

@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from harness import targets
 from harness.contract import UsageError
 
 #: The hidden directory, relative to the working directory; ``GATHER_HARNESS_DIR`` moves it.
@@ -104,17 +105,20 @@ def check_writable(option: str, path: str | None) -> None:
 
 
 def target_slug(target: str) -> str:
-    """A directory name for ``target``: ``pkg.mod.attr``, or ``file.attr-<hash>`` for a file target.
+    """A directory name for ``target``: ``<module>.<attr>-<hash of its file>``.
 
-    The hash of a file target's absolute path keeps two ``gather.py`` files in different
-    directories apart.
+    One name per target however it was written: ``pkg/mod.py:f`` on the command line and
+    ``pkg.mod:f`` (or the function itself) from the Python API both read ``pkg/mod.py``, so
+    both name ``mod.f-<hash>``.  The hash of the absolute path keeps two ``gather.py`` files
+    in different directories apart.  A module with no source file keeps its dotted name.
     """
     module, _, attr = target.rpartition(":")
-    if module.endswith(".py"):
-        digest = hashlib.sha256(os.path.abspath(module).encode()).hexdigest()[:8]
-        name = f"{Path(module).stem}.{attr}-{digest}"
-    else:
+    source = targets.source_file(target)
+    if source is None:
         name = f"{module}.{attr}"
+    else:
+        stem = Path(source).stem if Path(source).stem != "__init__" else Path(source).parent.name
+        name = f"{stem}.{attr}-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
     return _UNSAFE.sub("_", name)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from harness.case import Case
 from harness.checks import Violation
 from harness.conventions import Call
+from harness.stacks import user_frames
 
 #: Statuses whose findings are facts about every run (the report's table), not about some.
 REPRODUCIBLE = ("confirmed", "history-dependent")
@@ -30,6 +31,8 @@ class Finding:
     message: str
     violations: list[Violation]
     repro: str | None = None
+    #: The short torch-only script beside ``repro`` (:mod:`harness.minimal_repro`).
+    minimal_repro: str | None = None
     call: Call = field(default_factory=Call)
     repeat: bool = True
     bits: bool = True
@@ -45,6 +48,8 @@ class Finding:
     #: Hypothesis saw the same case pass and fail (or fail differently): it stopped shrinking there.
     inconsistent: bool = False
     stratum: str = ""
+    #: One-line suggestions, each tested on the ranks (:mod:`harness.hints`).
+    hints: list[str] = field(default_factory=list)
 
     def reproducible(self) -> bool:  # a method: the field ``property`` shadows the builtin here
         """Whether the finding fails on every run, alone or after its history."""
@@ -72,6 +77,7 @@ class Finding:
         if self.inconsistent:
             lines.append("not fully shrunk: the same case passed or failed differently when run again, so "
                          "shrinking stopped (the target's results depend on what ran before)")
+        lines += [f"hint: {hint}" for hint in self.hints]
         return lines
 
     def _why_not_reproduced(self) -> str:
@@ -80,13 +86,19 @@ class Finding:
                     "run past the case timeout; rerun with a larger --timeout to tell")
         return "the target is nondeterministic"
 
-    def text(self) -> str:
-        """The counterexample as printed: the violations, then the notes."""
-        return "\n".join([self.message, *self.notes()])
+    def text(self, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+        """The counterexample as printed: the violations, then the notes.
+
+        Ranks' stacks show the user's frames only, unless ``full_stacks``; ``how_to_show``
+        names the option that shows them all, in the front end's own words.
+        """
+        message = self.message if full_stacks else user_frames(self.message, how_to_show)
+        return "\n".join([message, *self.notes()])
 
     def to_json(self) -> dict:
         return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),
                 "case_line": self.case.describe(), "message": self.message, "repro": self.repro,
+                "minimal_repro": self.minimal_repro,
                 "status": self.status, "replays": list(self.replays), "condition": self.condition or None,
                 "history": [{"case": case.to_dict(), "repeat": repeat} for case, repeat in self.history],
                 "shrink_cut_s": self.shrink_cut_s, "shrink_cut": self.shrink_cut or None, "inconsistent": self.inconsistent, "notes": self.notes(),

@@ -51,7 +51,7 @@ from harness.api import (
     profile_settings,
     target_of,
 )
-from harness.arguments import add_check_arguments, fixed_arguments, one_line, positive_float, rerun_command
+from harness.arguments import FUZZ_DURATION_S, fixed_arguments, one_line, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
 from harness.contract import Contract, UsageError, parse_world_sizes
@@ -64,9 +64,7 @@ from harness.search import Progress
 from harness.targets import TargetError
 from harness.variants import CATALOGUE, by_name
 
-DEFAULT_DURATION_S = 600.0
-DEFAULT_SUMMARY = files.default_path("fuzz.json")
-DEFAULT_SAVE_EVERY_S = 30.0
+DEFAULT_DURATION_S = FUZZ_DURATION_S
 #: A variant's turn lasts its share of the time left, within these bounds: long enough for
 #: Hypothesis to get past its database replay and first phases, short enough to rotate.
 MIN_SLICE_S = 5.0
@@ -379,50 +377,6 @@ class Fuzzer:
 # -- the commands ------------------------------------------------------------------------------------------
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    """Add ``fuzz`` and ``replay`` to the CLI's subcommands."""
-    fuzz = commands.add_parser(
-        "fuzz", help="randomized search over the catalogue (or one TARGET) for a time budget",
-        description="Fuzz every catalogue variant against its authors' claim, or one TARGET against the contract "
-                    "options, for --duration; keep the example database; rewrite a JSON summary as it goes. "
-                    "Exit status: 0 nothing found, 1 something found, 2 bad arguments.")
-    _add_fuzz_arguments(fuzz)
-    fuzz.set_defaults(run=run_fuzz_command)
-    replay = commands.add_parser(
-        "replay", help="run the findings of a fuzz summary again",
-        description="Run the cases of a fuzz summary's findings again on fresh ranks. Exit status: 0 none "
-                    "reproduced, 1 at least one reproduced, 2 bad arguments.")
-    replay.add_argument("summary", metavar="SUMMARY.json", help="the JSON summary a fuzz run wrote")
-    replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
-    replay.add_argument("--on-cpu", action="store_true",
-                        help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
-    replay.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
-                        help="per case: a rank still running after this long is a hang (default: 10)")
-    replay.set_defaults(run=run_replay_command)
-
-
-def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
-    """``check``'s options, retuned: TARGET optional, contract options unset, fuzz-sized defaults."""
-    add_check_arguments(parser)
-    actions = {action.dest: action for action in parser._actions}
-    actions["target"].nargs, actions["target"].default = "?", None
-    actions["target"].help = "one gather(x, dim) as in check (default: every catalogue variant, round-robin)"
-    actions["duration"].help = f"time budget: SECONDS, 30s, 10m, 1h (default: {DEFAULT_DURATION_S / 60:g}m)"
-    actions["max_examples"].help = "stop after N examples in all instead of after a time budget"
-    actions["json"].help = f"the JSON summary, rewritten as the run goes (default: {DEFAULT_SUMMARY})"
-    actions["html"].help = "the coverage page, rewritten with the summary (default: beside it, .html)"
-    actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
-    parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=DEFAULT_SUMMARY)
-    extra = parser.add_argument_group("fuzz")
-    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
-    extra.add_argument("--database", metavar="DIR",
-                       help=f"the example database directory (default: ${profiles.DATABASE_ENV}, else "
-                            f".hypothesis/examples)")
-    extra.add_argument("--save-every", type=positive_float, default=DEFAULT_SAVE_EVERY_S, metavar="SECONDS",
-                       help=f"rewrite the summary at least this often (default: {DEFAULT_SAVE_EVERY_S:g})")
-    remote.add_arguments(parser)
-
-
 def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``fuzz``: see the module docstring."""
     files.check_writable("--json", args.json)
@@ -462,7 +416,7 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
             if progress is not None:
                 progress.close()
             summary.save(force=True)
-    print(_verdict_text(summary))
+    print(_verdict_text(summary, full_stacks=args.full_stacks))
     if not args.quiet:
         print("\n" + summary.coverage().summary() + f"\ncoverage page: {os.path.abspath(summary.html or '')}")
     if summary.findings:
@@ -484,7 +438,7 @@ def _header(fuzzer: Fuzzer) -> str:
     ])
 
 
-def _verdict_text(summary: Summary) -> str:
+def _verdict_text(summary: Summary, *, full_stacks: bool) -> str:
     state = {"finished": "", "interrupted": " (interrupted)", "error": " (stopped by an error)"}[summary.status]
     head = (f"FOUND {len(summary.findings)} finding(s)" if summary.findings else "NOTHING FOUND") + (
         f" in {summary.examples} examples ({time.monotonic() - summary.started:.0f} s){state}")
@@ -492,8 +446,9 @@ def _verdict_text(summary: Summary) -> str:
                       + (f" ({entry.error})" if entry.error else "") for entry in summary.entries]
     for finding in summary.findings:
         shown = Finding(finding["property"], finding["kind"], Case.from_dict(finding["case"]), finding["message"], [],
-                        finding["repro"])
-        lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown), f"replay: {finding['replay']}"]
+                        finding["repro"], minimal_repro=finding.get("minimal_repro"))
+        lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown, full_stacks=full_stacks),
+                  f"replay: {finding['replay']}"]
     lines.append(f"\nsummary: {summary.path}")
     return "\n".join(lines)
 

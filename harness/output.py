@@ -61,13 +61,28 @@ class ProgressLine:
 
 
 def describe_progress(progress: Progress) -> str:
-    """E.g. ``42 examples, 9.8/s, now W=3 float64, 1 property failing``."""
-    text = f"{progress.examples} examples, {progress.rate:.1f}/s"
+    """E.g. ``42 examples, 9.8/s, now W=3 float64``, or once something failed
+    ``3 examples + 41 shrinking steps, 9.8/s, now W=2 float32, 1 property failing``."""
+    text = f"{count(progress.searched, 'example')}"
+    if progress.shrink_steps:
+        text += f" + {count(progress.shrink_steps, 'shrinking step')}"
+    text += f", {progress.rate:.1f}/s"
     if progress.current is not None:
         text += f", now W={progress.current.world_size} {progress.current.dtype}"
     if progress.failures:
         text += f", {progress.failures} propert{'y' if progress.failures == 1 else 'ies'} failing"
     return text
+
+
+def count(n: int, noun: str) -> str:
+    """``1 example``, ``3 examples``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def examples_text(report: CheckReport) -> str:
+    """What a search ran, adding up: ``50 examples``, or ``3 examples + 141 shrinking steps``."""
+    text = count(report.examples, "example")
+    return text + (f" + {count(report.shrink_steps, 'shrinking step')}" if report.shrink_steps else "")
 
 
 def check_json(report: CheckReport, **extra: object) -> dict:
@@ -97,7 +112,7 @@ def check_markdown(report: CheckReport) -> str:
     lines = [
         f"### gather-harness check `{report.target}`: {verdict}",
         "",
-        f"Contract: {report.contract.describe()} · {report.examples} examples · {report.elapsed_s:.1f} s",
+        f"Contract: {report.contract.describe()} · {examples_text(report)} · {report.elapsed_s:.1f} s",
     ]
     findings = report.findings + report.misuse_findings
     if findings:
@@ -121,7 +136,7 @@ def page_header(report: CheckReport, **extra: object) -> dict[str, str]:
         "world sizes": f"{contract.world_sizes[0]}-{contract.world_sizes[1]}",
         "torch": torch.__version__,
         "seed": str(report.seed),
-        "examples": str(report.examples),
+        "examples": examples_text(report),
         "duration": f"{report.elapsed_s:.1f} s",
         "verdict": report.verdict,
     }

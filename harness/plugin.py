@@ -1,11 +1,25 @@
-"""pytest plugin: ``pytest --gather-impl TARGET`` checks a gather like ``python -m harness check``.
+"""pytest plugin: gathers checked as tests, like ``python -m harness check``.
 
 Loaded for every pytest run in an environment where gather-harness is installed (entry point
-``gather_harness``), so without a target it adds nothing: no items, no header lines, no
-torch import.  With a target it adds one test item, ``gather-harness::check[TARGET]``, which
-runs the whole search and fails with the counterexample text (property, minimal case, what
-each rank got versus the reference, repro script path).  The item runs under ``pytest -n
-auto`` like any other (on one worker; the others run the rest of the suite).
+``gather_harness``), so without a target or the fixture it adds nothing: no items, no header
+lines, no torch import.  Two ways in:
+
+- the ``gather_check`` fixture, for a suite's own tests: ``gather_check(target, **contract)``
+  is :func:`harness.check_gather` with the session's ``--gather-*`` budget options filled in
+  where the call leaves them out (examples, timeout, seed, repro folder, full stacks), so
+  several gathers are several tests, parametrizable and selectable like any other::
+
+      def test_contrastive_gather(gather_check):
+          gather_check("mytrain.dist:AllGatherWithGrad", ragged=False, grad="sum")
+
+- ``pytest --gather-impl TARGET`` (or ``$GATHER_IMPL``): one more test item,
+  ``gather-harness::check[TARGET]``, checked against the ``--gather-*`` contract options.
+
+A failure reads like any test failure: the verdict on the first line (pytest's short summary
+shows it: what broke, where, and the short repro to run), then the counterexample, both repro
+scripts, the seed and the commands that rerun it; no harness source.  Notes (a differentiable
+target checked with grad none, an in-place write into the input) are warnings in pytest's
+warnings summary.  Both run under ``pytest -n auto``.
 
 Options (the contract options mirror ``check``'s, with the same defaults):
 
@@ -18,23 +32,29 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``,
   ``--gather-kwarg NAME=LITERAL`` (a fixed argument on every call; repeatable).
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
-  (per case, default 10), ``--gather-probe-misuse`` (also probe out-of-contract input),
-  ``--gather-repro-dir DIR`` (default ``.gather-harness/repros`` under the rootdir),
+  (per case, default 10), ``--gather-seed N`` (default 0), ``--gather-probe-misuse`` (also
+  probe out-of-contract input), ``--gather-repro-dir DIR`` (default ``.gather-harness/repros``
+  under the rootdir), ``--gather-full-stacks`` (every frame of a failing rank's stack),
   ``--gather-html PATH`` (the coverage page; the terminal summary always shows the coverage).
+  The budget options apply to the fixture's checks too.
 
-The Hypothesis profile is ``--hypothesis-profile`` when given, else the project default
-(``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
+The Hypothesis profile is ``--hypothesis-profile`` when it names one of the project's profiles
+(``dev``, ``ci``, ``nightly``, ``fuzz``), else the project default (``GATHER_HARNESS_PROFILE``,
+else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
 run with a usage error before anything is collected.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import shlex
+import warnings
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness import profiles
+from harness import profiles, targets
 from harness.contract import (
     BACKENDS,
     DEVICES,
@@ -49,6 +69,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from harness.api import CheckOptions
+    from harness.search import CheckReport
 
 TARGET_ENV = "GATHER_IMPL"
 _OPTIONS: pytest.StashKey[CheckOptions] = pytest.StashKey()
@@ -75,8 +96,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gather-device", choices=DEVICES, default="cpu", help="default: cpu")
     group.addoption("--gather-world-sizes", metavar="A-B", help="world-size range (default: the profile's)")
     group.addoption("--gather-max-examples", type=int, metavar="N", help="examples (default: the profile's)")
-    group.addoption("--gather-timeout", type=float, default=10.0, metavar="SECONDS",
+    group.addoption("--gather-timeout", type=float, default=None, metavar="SECONDS",
                     help="per case: a rank still running after this long is a hang (default: 10)")
+    group.addoption("--gather-seed", type=int, metavar="N", help="the search's seed (default: 0)")
+    group.addoption("--gather-full-stacks", action="store_true",
+                    help="show every frame of a failing rank's stack (default: the target's own frames)")
     group.addoption("--gather-probe-misuse", action="store_true", help="also probe out-of-contract input")
     group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/.gather-harness/repros)")
     group.addoption("--gather-html", metavar="PATH", help="also write the coverage page of the check there")
@@ -90,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from harness import api, files  # imports torch: only when a target is selected
     from harness.targets import TargetError
 
-    profile = config.getoption("hypothesis_profile", None) or profiles.default_name()
+    profile = _our_profile(config) or profiles.default_name()
     text = config.getoption("gather_world_sizes")
     max_examples = config.getoption("gather_max_examples")
     try:
@@ -106,12 +130,20 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         config.stash[_OPTIONS] = api.CheckOptions(
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
-            max_examples=max_examples, timeout=config.getoption("gather_timeout"),
+            max_examples=max_examples, timeout=config.getoption("gather_timeout") or 10.0,
+            seed=config.getoption("gather_seed"), full_stacks=config.getoption("gather_full_stacks"),
             probe_misuse=config.getoption("gather_probe_misuse"), profile=profile, bits=config.getoption("gather_bits"),
             repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
         )
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
+
+
+def _our_profile(config: pytest.Config) -> str | None:
+    """``--hypothesis-profile`` when it names one of the project's profiles (another project's own
+    profile, or Hypothesis' ``default``, says nothing about ranks: the default one applies)."""
+    chosen = config.getoption("hypothesis_profile", None)
+    return chosen if chosen in profiles.WORLD_SIZES else None
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
@@ -130,26 +162,53 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     contract = options.contract
     low, high = contract.world_sizes
-    return [f"gather-harness: checking {options.target}",
+    from harness.targets import shown_target
+
+    return [f"gather-harness: checking {shown_target(options.target)}",
             f"  contract {contract.describe()}; backend {contract.backends[0]}/{contract.devices[0]}; "
             f"world sizes {low}-{high}; hypothesis profile {options.profile}"]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Add the check item before ``-k``/``-m`` deselect, so they can select it too."""
-    options = config.stash.get(_OPTIONS, None)
-    if options is not None:
-        name = f"check[{options.target}]"
-        items.append(GatherCheckItem.from_parent(session, name=name, nodeid=f"gather-harness::{name}"))
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """The check item is collected with the session's own top-level nodes: counted and listed by
+    ``--collect-only``, selectable by ``-k``/``-m``, and the same on every xdist worker."""
+    report = yield
+    options = collector.config.stash.get(_OPTIONS, None)
+    if isinstance(collector, pytest.Session) and options is not None and report.passed:
+        from harness.targets import shown_target
+
+        name = f"check[{shown_target(options.target)}]"
+        report.result.append(GatherCheckItem.from_parent(collector, name=name, nodeid=f"gather-harness::{name}"))
+    return report
+
+
+@pytest.fixture
+def gather_check(request: pytest.FixtureRequest) -> Callable[..., CheckReport]:
+    """``gather_check(target, **options)``: :func:`harness.check_gather` inside a test, with the
+    session's ``--gather-*`` budget options where the call gives none (see the module docstring)."""
+    from harness import api, files
+
+    config = request.config
+    session = {"max_examples": config.getoption("gather_max_examples"), "timeout": config.getoption("gather_timeout"),
+               "seed": config.getoption("gather_seed"), "probe_misuse": config.getoption("gather_probe_misuse") or None,
+               "full_stacks": config.getoption("gather_full_stacks") or None,
+               "repro_dir": config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
+               "profile": _our_profile(config)}
+
+    def check(gather: Any, **options: Any) -> CheckReport:
+        __tracebackhide__ = True
+        return api.check_gather(gather, **{**{k: v for k, v in session.items() if v is not None}, **options})
+
+    return check
 
 
 class GatherCheckFailed(AssertionError):
-    """The target broke its contract; the message is the counterexample text."""
+    """The target broke its contract; the message is the failure text (verdict first)."""
 
 
 class GatherCheckItem(pytest.Item):
-    """One item that runs the whole check for the selected target."""
+    """One item that runs the whole check for the ``--gather-impl`` target."""
 
     def runtest(self) -> None:
         from harness import api
@@ -166,13 +225,20 @@ class GatherCheckItem(pytest.Item):
             from harness.output import finding_dicts, page_header
 
             coverage_page.write(html, report.coverage, page_header(report), finding_dicts(report))
+        source = targets.source_file(options.target) or str(self.path)
+        for note in api.note_warnings(report):  # attributed to the target's own file
+            warnings.warn_explicit(note, api.GatherNote, source, 1)
         if report.verdict == "fail":
-            raise GatherCheckFailed(api.failure_text(report))
+            rerun = [shlex.join(["pytest", *self.config.invocation_params.args]), api.check_command(options)]
+            raise GatherCheckFailed(api.failure_text(report, options, rerun=rerun, how_to_show="--gather-full-stacks"))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
     ) -> str | TerminalRepr:
-        """The counterexample or the reason the target is unusable, without a harness traceback."""
+        """The counterexample or the reason the target is unusable, without a harness traceback.
+
+        Text, so pytest's short summary shows its first line (the verdict), under xdist too.
+        """
         from harness.conventions import Misfit
         from harness.targets import TargetError
 

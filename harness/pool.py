@@ -37,7 +37,17 @@ from harness.case import Case
 from harness.contract import MAX_WORLD_SIZE
 from harness.conventions import Call
 from harness.procedure import RankResult, RunRequest
-from harness.protocol import LEDGER_BYTES, Ledger, RankInit, encode, last_entered, read_ledger, receive, send
+from harness.protocol import (
+    LEDGER_BYTES,
+    RETURNED,
+    Ledger,
+    RankInit,
+    encode,
+    last_entered,
+    read_ledger,
+    receive,
+    send,
+)
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
@@ -85,16 +95,30 @@ class RankFault:
     error: str = ""
 
     def describe(self) -> str:
+        """E.g. ``rank 1 blocked in collective #1 all_gather(...)``, then its stack, traceback or output.
+
+        Collectives are numbered as each rank entered them in this case (#1 first), in every
+        text of a fault, so "#3" means the same collective wherever it appears.
+        """
+        where = _where(self.last_collective)
         if self.state == "died":
-            head = f"rank {self.rank} died: {_exit_text(self.exitcode)}; last collective entered: {self.last_collective}"
-            body = self.log_tail
+            head, body = f"rank {self.rank} died: {_exit_text(self.exitcode)}, {where}", self.log_tail
         elif self.state == "blocked":
-            head = f"rank {self.rank} blocked; last collective entered: {self.last_collective}"
-            body = self.stack
+            if where.startswith("after"):  # the ledger says it left its last one; its stack says where it is
+                where = f"(its last collective, {where.removeprefix('after collective ')})"
+            head, body = f"rank {self.rank} blocked {where}", self.stack
         else:
-            head = f"rank {self.rank} raised; last collective entered: {self.last_collective}"
-            body = self.error
+            head, body = f"rank {self.rank} raised {where}", self.error
         return head + ("\n" + _indent(body.rstrip()) if body.strip() else "")
+
+
+def _where(last: str) -> str:
+    """Where a rank was, from its last collective (:func:`harness.protocol.last_entered`)."""
+    if not last.startswith("#"):
+        return "before entering any collective"
+    if last.endswith(RETURNED):
+        return f"after collective {last[: -len(RETURNED)]} returned"
+    return f"in collective {last}"
 
 
 @dataclass
@@ -394,9 +418,12 @@ class RankSet:
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
         blocked = [r for r, res in enumerate(results) if res is None and self._alive(r)]
+        # Read where each rank is just before its stack is dumped, so the two agree: a rank still
+        # running moves on meanwhile.  A ledger known only from the dump (remote ranks) is read after it.
+        before = [self._last(r) for r in range(self.world_size)]
         stacks = self._dump_stacks(blocked)
         for r, res in enumerate(results):
-            last = self._last(r) or "(none)"
+            last = (before[r] if before[r].startswith("#") else self._last(r)) or "(none)"
             if res is not None and res.error:
                 faults.append(RankFault(r, "raised", last_collective=last, error=res.error))
             elif res is None and r in blocked:
@@ -676,7 +703,8 @@ def _classify(results: list[RankResult | None], dead: list[bool], ledgers: _Ledg
         for group in ledgers.layout:
             counts = {r: len(res.collectives) for r in group if (res := results[r]) is not None}
             if len(set(counts.values())) > 1:
-                return "desync", ", ".join(f"rank {r} entered {n} collective(s)" for r, n in counts.items())
+                return "desync", "ranks entered different numbers of collectives: " + ", ".join(
+                    f"rank {r} entered {_collectives(n)}" for r, n in counts.items())
     return None, ""
 
 
@@ -707,7 +735,8 @@ class _Ledgers:
                 for seq in sorted(mine.keys() & theirs.keys()):
                     a, b = mine[seq], theirs[seq]
                     if a.key and b.key and (a.key, a.peers) != (b.key, b.peers):
-                        return f"collective #{seq}: rank {first} entered {a.described}, rank {other} {b.described}"
+                        return (f"at collective #{seq}, rank {first} entered {a.described} but rank {other} entered "
+                                f"{b.described}")
         return ""
 
     def doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
@@ -732,7 +761,8 @@ class _Ledgers:
         waiting = [r for r, res in enumerate(results) if res is None]
         for r in waiting:
             if self._hopeless(r, waiting):
-                return f"rank {r} waits in {last_entered(self.slots[r].value)}, which a peer that finished never entered"
+                return (f"rank {r} waits in collective {last_entered(self.slots[r].value)}, which a peer that "
+                        f"finished never entered")
         return ""
 
 
@@ -742,12 +772,17 @@ def _fault_summary(outcome: Outcome) -> str:
         by_state.setdefault(fault.state, []).append(fault.rank)
     parts = [f"{state} on rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}" for state, r in by_state.items()]
     if outcome.fault == "desync":
+        returned = [res for res in outcome.results if res is not None and not res.error]
         parts = [outcome.desync] + [
-            f"rank {res.rank} entered {len(res.collectives)} collective(s): {', '.join(res.collectives) or '(none)'}"
-            for res in outcome.results
-            if res is not None
+            f"rank {res.rank} returned after {_collectives(len(res.collectives))}"
+            + (": " + ", ".join(f"#{n} {name}" for n, name in enumerate(res.collectives, 1)) if res.collectives else "")
+            for res in returned
         ]
     return "; ".join(parts) or "no rank returned"
+
+
+def _collectives(count: int) -> str:
+    return f"{count} collective{'' if count == 1 else 's'}"
 
 
 def _exit_text(code: int | None) -> str:

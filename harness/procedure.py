@@ -46,6 +46,9 @@ class RunRequest:
     - ``declared``: with ``detect``, the output convention the user declared (``""``: auto).
     - ``reload``: execute the target's module again first: the last case failed, and state the
       target keeps between calls must not decide the next verdict.
+    - ``requires_grad``: with ``detect``, the input requires grad (no backward pass runs), and
+      the rank reports whether the result carries gradients: a target checked without a
+      gradient contract may be differentiable all the same.
     """
 
     case: Case
@@ -56,6 +59,7 @@ class RunRequest:
     detect: bool = False
     declared: str = ""
     reload: bool = False
+    requires_grad: bool = False
 
 
 @dataclass
@@ -83,6 +87,9 @@ class RankResult:
     grad_device: str | None = None
     input_after: torch.Tensor | None = None
     input_stride_after: tuple[int, ...] | None = None
+    #: The input's version counter (``x._version``) before and after the first call: a call
+    #: that writes into ``x`` in place bumps it, even when it writes the same values back.
+    input_version: tuple[int, int] | None = None
     detected: str = ""
     misfit: str = ""
     error: str | None = None
@@ -136,14 +143,16 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
             result.idle = True
             return result
         world = len(case.members(rank))
-        x = make_input(case, rank, requires_grad=request.check_grad, device=device)
-        stride_before = x.stride()
+        x = make_input(case, rank, requires_grad=request.check_grad or request.requires_grad, device=device)
+        stride_before, version_before = x.stride(), x._version
         phase = "forward"
         started = time.perf_counter()
         y = call.invoke(target, x, case.dim, group, pass_group=case.passes_group)
         result.timings["forward_s"] = time.perf_counter() - started
+        result.input_version = (version_before, x._version)
         if request.detect:
             _detect(result, y, x, world, case.dim, request.declared)
+            result.output_requires_grad = carries_grad(y)
             return result
         reading = read(y, case.output, world, case.dim)
         result.output, result.output_devices = _copies(reading.pieces), [str(t.device) for t in reading.pieces]
@@ -195,6 +204,13 @@ def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, dim: int, d
             result.detected = detect_output(y, x, world, dim)
     except Misfit as misfit:
         result.misfit = str(misfit)
+
+
+def carries_grad(result: Any) -> bool:
+    """Whether ``result`` (a tensor, or a tuple or list holding some) has a tensor that requires grad."""
+    if isinstance(result, torch.Tensor):
+        return result.requires_grad
+    return isinstance(result, (list, tuple)) and any(carries_grad(item) for item in result)
 
 
 def _gradient(flowing: torch.Tensor, x: torch.Tensor, cotangent: torch.Tensor) -> torch.Tensor | None:

@@ -22,17 +22,14 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from harness import files
+from harness.profile_names import DATABASE_ENV, PROFILE_ENV, WORLD_SIZES, default_name
 
 #: Every phase but ``explain``: after shrinking, it reruns the minimal failure with parts of it
 #: varied to say which ones matter -- hundreds of multi-process runs (measured: 30 of a
 #: desync finding's 39 s) for a comment the harness's own report never shows.
 PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
-PROFILE_ENV = "GATHER_HARNESS_PROFILE"
-DATABASE_ENV = "GATHER_HARNESS_DATABASE"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
-#: The world-size range each profile draws by default (the CLI's --world-sizes overrides it).
-WORLD_SIZES: dict[str, tuple[int, int]] = {"dev": (1, 4), "ci": (1, 4), "nightly": (1, 8), "fuzz": (1, 8)}
 
 
 class _HiddenDirectoryDatabase(DirectoryBasedExampleDatabase):
@@ -118,21 +115,13 @@ def register() -> None:
         settings.register_profile(name, settings_for(name))
 
 
-def default_name() -> str:
-    """The profile to use when nobody asked: the env var, else ``ci`` under CI, else ``dev``."""
-    chosen = os.environ.get(PROFILE_ENV)
-    if chosen:
-        if chosen not in WORLD_SIZES:
-            from harness.contract import UsageError
-
-            raise UsageError(f"{PROFILE_ENV}={chosen!r}: expected one of {', '.join(WORLD_SIZES)}")
-        return chosen
-    return "ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "dev"
-
-
 def load(name: str | None = None) -> str:
     """Register the profiles and make ``name`` (or the default) the active one."""
     register()
     name = name or default_name()
     settings.load_profile(name)
     return name
+
+
+__all__ = ["DATABASE_ENV", "PHASES", "PROFILE_ENV", "WORLD_SIZES", "KeyedDatabase", "default_name", "for_the_pool",
+           "keyed", "load", "register", "settings_for"]

@@ -75,7 +75,7 @@ class Ledger:
 
 #: Size of the shared-memory slot a local rank publishes its recent collectives in.
 LEDGER_BYTES = 4096
-_RETURNED = " (returned)"
+RETURNED = " (returned)"
 
 
 def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
@@ -90,7 +90,7 @@ def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
     """
     head = "@" + ";".join(f"{peers}={count}" for peers, count in counts.items())
     lines: list[str] = []
-    size = len(head) + 1 + len(_RETURNED)
+    size = len(head) + 1 + len(RETURNED)
     for entry in reversed(entries):
         line = f"#{entry.seq}|{entry.key}|{entry.peers}|{entry.described}"
         size += len(line.encode()) + 1
@@ -98,15 +98,15 @@ def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
             break
         lines.append(line)
     text = "\n".join([head, *reversed(lines)])
-    return (text + (_RETURNED if returned and lines else "")).encode()
+    return (text + (RETURNED if returned and lines else "")).encode()
 
 
 def read_ledger(raw: bytes) -> Ledger:
     """What a rank published (:func:`ledger_text`); empty for an empty slot."""
     text = raw.decode(errors="replace")
-    returned = text.endswith(_RETURNED)
+    returned = text.endswith(RETURNED)
     if returned:
-        text = text[: -len(_RETURNED)]
+        text = text[: -len(RETURNED)]
     entries, counts = [], {}
     for line in text.splitlines():
         if line.startswith("@"):
@@ -125,7 +125,7 @@ def last_entered(raw: bytes) -> str:
     if not ledger.entries:
         return "(none yet)"
     last = ledger.entries[-1]
-    return f"#{last.seq} {last.described}" + (_RETURNED if ledger.returned else "")
+    return f"#{last.seq} {last.described}" + (RETURNED if ledger.returned else "")
 
 
 def send(conn: Connection, name: str, payload: Any) -> None:

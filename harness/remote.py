@@ -61,6 +61,7 @@ import torch
 import torch.distributed as dist
 
 from harness import files
+from harness.arguments import CONNECT_TIMEOUT_S
 from harness.case import Case
 from harness.contract import Contract, UsageError, parse_dtypes
 from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
@@ -73,7 +74,7 @@ AUTHKEY_ENV = "GATHER_HARNESS_AUTHKEY"
 HANDSHAKE_S = 10.0
 #: How long the ranks may take to form their process group once all are connected.
 JOIN_TIMEOUT_S = 300.0
-DEFAULT_CONNECT_TIMEOUT_S = 600.0
+DEFAULT_CONNECT_TIMEOUT_S = CONNECT_TIMEOUT_S
 DEFAULT_RECONNECT_TIMEOUT_S = 120.0
 #: How long a rank keeps dialling a driver that does not answer.
 DEFAULT_DIAL_TIMEOUT_S = 300.0
@@ -412,19 +413,6 @@ def _to_stderr(text: str) -> None:
 
 
 # -- the command-line options ------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--listen`` and its companions, for ``check`` and ``fuzz``."""
-    group = parser.add_argument_group("scale-out (ranks started by torchrun -m harness.remote)")
-    group.add_argument("--listen", nargs="?", const="0.0.0.0:0", metavar="HOST:PORT",
-                       help="serve ranks started by torchrun instead of local ones: listen on HOST:PORT "
-                            "(bare --listen: every interface, any free port) and print the address; the cases' "
-                            "world size is the job's, given with --world-sizes W")
-    group.add_argument("--address-file", metavar="PATH", help="with --listen: also write HOST:PORT to PATH")
-    group.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="SECONDS",
-                       help=f"with --listen: how long to wait for the job's ranks "
-                            f"(default: {DEFAULT_CONNECT_TIMEOUT_S:g})")
 
 
 def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,

@@ -32,7 +32,15 @@ from hypothesis.strategies import SearchStrategy
 
 from harness import capabilities, confirm, coverage, probe, profiles, strategies
 from harness.case import Case
-from harness.checks import PROPERTIES, Violation, check_misuse, check_outcome, matching_contracts, prepare
+from harness.checks import (
+    PROPERTIES,
+    Violation,
+    check_misuse,
+    check_outcome,
+    matching_contracts,
+    outcome_notes,
+    prepare,
+)
 from harness.contract import Contract, UsageError
 from harness.conventions import Call
 from harness.coverage import Coverage
@@ -64,7 +72,11 @@ VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKE
 
 @dataclass
 class Progress:
-    """Live counters for progress lines; ``current`` is the case being run."""
+    """Live counters for progress lines; ``current`` is the case being run.
+
+    ``examples`` counts every case judged; the search's own examples are those up to the
+    first failure (:attr:`searched`, what ``--max-examples`` bounds), the rest shrank it.
+    """
 
     examples: int = 0
     failures: int = 0
@@ -72,10 +84,22 @@ class Progress:
     current: Case | None = None
     #: Every case judged so far, with the property it broke (``None``: passed).
     seen: list[tuple[Case, str | None]] = field(default_factory=list)
+    #: How many cases had been judged when the first one failed (``None``: none has).
+    first_failure: int | None = None
 
     @property
     def rate(self) -> float:
         return self.examples / max(1e-9, time.monotonic() - self.started)
+
+    @property
+    def searched(self) -> int:
+        """The examples of the search itself: up to and including the first failing one."""
+        return self.examples if self.first_failure is None else self.first_failure
+
+    @property
+    def shrink_steps(self) -> int:
+        """The cases judged after the first failure: shrinking it (and finding it again in its stratum)."""
+        return self.examples - self.searched
 
 
 @dataclass
@@ -84,6 +108,9 @@ class CheckReport:
 
     target: str
     contract: Contract
+    #: The search's examples: every one until the first failure, that one included (what
+    #: ``--max-examples`` bounds); ``shrink_steps``: the cases run after it, to shrink it.
+    #: Together, every case the ranks ran (the confirmation's replays apart).
     examples: int
     elapsed_s: float
     findings: list[Finding]
@@ -97,6 +124,7 @@ class CheckReport:
     coverage: Coverage = field(default_factory=Coverage)
     #: What the target left behind on its ranks (threads, open files), one line per kind.
     leaks: list[str] = field(default_factory=list)
+    shrink_steps: int = 0
 
     @property
     def verdict(self) -> str:
@@ -120,6 +148,7 @@ class CheckReport:
             "target": self.target,
             "verdict": self.verdict,
             "examples": self.examples,
+            "shrink_steps": self.shrink_steps,
             "elapsed_s": round(self.elapsed_s, 3),
             "violations": [f.to_json() for f in self.findings + self.misuse_findings],
             "contract": self.contract.describe(),
@@ -184,8 +213,9 @@ def run_check(
         report.findings = session.strata(layers) or session.search(
             strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device),
             session.judge, max(1, budget - session.progress.examples), deadline)
-    report.examples = session.progress.examples
+    report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
     report.leaks = session.leak_notes()
+    report.notes = [*report.notes, *session.notes]
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, timeout, bits,
                           profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None)
@@ -226,6 +256,8 @@ class _Session:
     leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
     failing: bool = False
     last: Outcome | None = None
+    #: Notes on what the cases showed without breaking a property (:func:`harness.checks.outcome_notes`).
+    notes: list[str] = field(default_factory=list)
 
     # -- judging one case ---------------------------------------------------------------------------
     def judge(self, case: Case) -> list[Violation]:
@@ -255,6 +287,9 @@ class _Session:
             count, first = self.leaks.get(leak, (0, outcome.case))
             self.leaks[leak] = (count + 1, first)
         self.progress.seen.append((outcome.case, violations[0].property if violations else None))
+        if violations and self.progress.first_failure is None:
+            self.progress.first_failure = self.progress.examples
+        self.notes += [note for note in outcome_notes(outcome) if note not in self.notes]
         if violations and not outcome.fault:
             self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
         if self.on_example is not None:
@@ -282,6 +317,7 @@ class _Session:
     def probe_finding(self, outcome: Outcome) -> Finding:
         """The target failed on the probe's own case: that case is the finding (it is already tiny)."""
         self.progress.examples += 1
+        self.progress.first_failure = self.progress.examples
         violations = check_outcome(outcome, bits=self.bits)
         self.progress.seen.append((outcome.case, violations[0].property))
         return self._finding(outcome.case, violations, repeat=False)

@@ -3,11 +3,19 @@
 One selector syntax for the CLI, the pytest plugin, the Python API and the environment.
 Loading happens inside rank processes (the driver never imports user code); the driver
 validates a target by asking a rank to load it and plan its call (``harness.probe``).
+
+Before that, :func:`locate` answers what can be known without executing any of the user's
+code, in milliseconds and before torch is imported: the selector's syntax, whether the file
+or module exists (a module is looked up the way ``import`` would, its parent packages
+included, without running them), and whether its source parses.  :func:`source_file` names
+the file a target lives in, so that ``pkg.mod:f`` and ``pkg/mod.py:f`` are one target.
+This module imports only the standard library.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -28,6 +36,100 @@ def split_target(target: str) -> tuple[str, str]:
     if not sep or not module or not attr:
         raise TargetError(f"target {target!r} is not of the form package.module:attr or path/to/file.py:attr")
     return module, attr
+
+
+def locate(target: str) -> str:
+    """``target`` checked as far as it can be without importing it, a file path made absolute.
+
+    Raises :class:`TargetError` for a selector without ``:attr``, a file or module that does
+    not exist, or source with a syntax error (named at its own file and line).  Warm ranks
+    keep the working directory they started in, hence the absolute path.
+    """
+    module, attr = split_target(target)
+    if module.endswith(".py"):
+        if not os.path.isfile(module):
+            raise TargetError(f"target file {module!r} does not exist")
+        _check_syntax(module, module)
+        return f"{os.path.abspath(module)}:{attr}"
+    origin = _find_module(module)
+    if origin is None:
+        raise TargetError(f"target module {module!r} cannot be found (is it on PYTHONPATH?)")
+    if origin.endswith(".py"):
+        _check_syntax(origin, module)
+    return target
+
+
+def source_file(target: str) -> str | None:
+    """The absolute path of the file ``target``'s module is read from (``None``: not a source file).
+
+    Found without importing anything, so the driver can name a target's repro folder the
+    same whichever way the target was written.
+    """
+    module, _ = split_target(target)
+    if module.endswith(".py"):
+        return os.path.abspath(module)
+    origin = _find_module(module)
+    return os.path.abspath(origin) if origin and os.path.isfile(origin) else None
+
+
+def _find_module(name: str) -> str | None:
+    """Where ``import name`` would load ``name`` from (its ``origin``), or ``None`` if nowhere.
+
+    ``importlib.util.find_spec`` imports the parent packages of a dotted name; this walks
+    them with the path finder instead, so no ``__init__.py`` runs.  The working directory is
+    searched too, as ranks add it to their path.
+    """
+    search = [*sys.path, os.getcwd()]
+    parts = name.split(".")
+    spec = None
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        loaded = sys.modules.get(prefix)
+        if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+            spec = loaded.__spec__
+        else:
+            try:
+                spec = (importlib.util.find_spec(prefix) if depth == 1 and prefix in sys.builtin_module_names
+                        else importlib.machinery.PathFinder.find_spec(prefix, search))
+            except (ImportError, ValueError):
+                spec = None
+        if spec is None:
+            return None
+        if depth < len(parts):
+            search = list(spec.submodule_search_locations or [])
+            if not search:
+                return None
+    return None if spec is None else (spec.origin or "namespace package")
+
+
+def _check_syntax(path: str, what: str) -> None:
+    """Parse (never run) the target's source: a syntax error is told at once, at its own line."""
+    try:
+        with open(path, "rb") as handle:
+            compile(handle.read(), path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TargetError(f"importing {what!r} raised {syntax_text(exc)}") from None
+    except (OSError, ValueError):
+        return  # unreadable here, or null bytes: the rank's import will say what is wrong
+
+
+def syntax_text(exc: SyntaxError) -> str:
+    """``SyntaxError: invalid syntax (broken.py:2: return x +)``: the user's file and line, not importlib's."""
+    where = f"{os.path.relpath(exc.filename) if exc.filename else '?'}:{exc.lineno}"
+    code = (exc.text or "").strip()
+    return f"{type(exc).__name__}: {exc.msg} ({where}{': ' + code if code else ''})"
+
+
+def shown_target(target: str) -> str:
+    """``target`` as a person types it: a file under the working directory by its relative path."""
+    module, _, attr = target.rpartition(":")
+    return f"{shown_path(module)}:{attr}" if module.endswith(".py") else target
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as it is."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def load(target: str, *, fresh: bool = False) -> Callable:
@@ -87,8 +189,20 @@ def _import_module(name: str, *, fresh: bool = False) -> ModuleType:
 def _execute(step: Callable[[], Any], what: str) -> Any:
     try:
         return step()
+    except SyntaxError as exc:
+        raise TargetError(f"importing {what!r} raised {syntax_text(exc)}") from None
     except Exception as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        raise TargetError(
-            f"importing {what!r} raised {type(exc).__name__}: {exc} ({last.filename}:{last.lineno})"
-        ) from None
+        raise TargetError(f"importing {what!r} raised {type(exc).__name__}: {exc} ({_user_frame(exc)})") from None
+
+
+def _user_frame(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame in the user's code: importlib's own frames
+    (``<frozen importlib._bootstrap>``) and the harness's say nothing to them."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [frame for frame in frames if not frame.filename.startswith("<") and
+           os.path.dirname(os.path.abspath(frame.filename)) != _HERE]
+    frame = (own or frames)[-1]
+    return f"{frame.filename}:{frame.lineno}"
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))

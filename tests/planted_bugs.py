@@ -289,3 +289,41 @@ def uint8_saturates(x: torch.Tensor, dim: int) -> torch.Tensor:
     if x.dtype != torch.uint8:
         return all_gather_ragged(x, dim)
     return all_gather_ragged(x.clamp(max=127), dim)
+
+
+# -- an in-place write that keeps the values ----------------------------------------------------
+
+
+class _OwnSlotInPlace(torch.autograd.Function):
+    """MoE-style token gather: the rank's own slot of the output list *is* its input."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, dim: int) -> torch.Tensor:
+        ctx.dim = dim
+        x = x.contiguous()
+        pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        pieces[dist.get_rank()] = x
+        dist.all_gather(pieces, x)
+        return torch.cat(pieces, dim)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        n = grad.shape[ctx.dim] // dist.get_world_size()
+        return grad.narrow(ctx.dim, dist.get_rank() * n, n), None
+
+
+def writes_own_slot_in_place(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """inputs-untouched (in place): ``tensor_list[rank] = x; all_gather(tensor_list, x)`` writes x's own
+    values back into x: equal values, but the version counter moves (equal sizes, local gradient)."""
+    return _OwnSlotInPlace.apply(x, dim)
+
+
+def relu_then_in_place_gather() -> str:
+    """What the in-place write does in a model: relu saves its output, the gather writes into it,
+    and backward refuses; the error's text (run on ranks by the test that claims it)."""
+    hidden = torch.relu(torch.arange(3.0, requires_grad=True))
+    try:
+        writes_own_slot_in_place(hidden, 0).sum().backward()
+    except RuntimeError as exc:
+        return str(exc)
+    return "backward passed"

@@ -55,14 +55,21 @@ def targets(tmp_path: Path) -> Path:
     (tmp_path / "raises.py").write_text('raise RuntimeError("boom on import")\n')
     (tmp_path / "constant.py").write_text("gather = 42\n")
     (tmp_path / "dies.py").write_text("import os\nos._exit(3)\n")
+    (tmp_path / "broken_helper.py").write_text(BROKEN)
+    (tmp_path / "uses_broken.py").write_text("import broken_helper\n\n\ndef gather(x, dim):\n    return x\n")
     return tmp_path
+
+
+BROKEN = "def gather(x, dim):\n    return x +\n"
 
 
 BAD_INPUTS = [
     pytest.param(["missing.py:gather"], "does not exist", id="missing file"),
     pytest.param(["{d}/gathers.py:nope"], "no attribute 'nope'", id="missing attribute"),
     pytest.param(["{d}/constant.py:gather"], "not a callable", id="not callable"),
-    pytest.param(["{d}/raises.py:gather"], "RuntimeError: boom on import", id="raises on import"),
+    pytest.param(["{d}/raises.py:gather"], "RuntimeError: boom on import ({d}/raises.py:1)", id="raises on import"),
+    pytest.param(["{d}/uses_broken.py:gather"], "raised SyntaxError: invalid syntax (broken_helper.py:2: return x +)",
+                 id="syntax error in a module it imports"),
     pytest.param(["{d}/dies.py:gather"], "died", id="rank dies on import"),
     pytest.param(["no_colon"], "not of the form", id="not a target"),
     pytest.param(["no.such.module:gather"], "cannot be found", id="missing module"),
@@ -102,18 +109,76 @@ def test_more_local_ranks_than_the_machine_holds_is_a_usage_error(targets: Path,
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS)
 def test_bad_input_is_exit_2_with_one_line(targets: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                                           message: str) -> None:
+                                           message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(targets)
     status = cli.main(["check", *(arg.format(d=targets) for arg in args)])
     out, err = capsys.readouterr()
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith("error: "), err
-    assert message in err and "Traceback" not in err
+    assert message.format(d=targets) in err and "Traceback" not in err and "<frozen" not in err
 
 
 def test_bad_input_in_a_real_process_prints_one_line(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "check", "missing.py:gather")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "error: target file 'missing.py' does not exist\n"
+
+
+#: Mistakes answered before torch is imported (and before the rank forkserver starts).
+BEFORE_TORCH = [
+    (["check", "missing.py:gather"], "target file 'missing.py' does not exist"),
+    (["check", "no.such.module:gather"], "target module 'no.such.module' cannot be found"),
+    (["check", "pkg.missing:gather"], "target module 'pkg.missing' cannot be found"),
+    (["check", "broken.py:gather"], "importing 'broken.py' raised SyntaxError: invalid syntax (broken.py:2: return x +)"),
+    (["check", "pkg.broken:gather"], "importing 'pkg.broken' raised SyntaxError: invalid syntax (pkg/broken.py:2: "),
+    (["check", "no_colon"], "is not of the form package.module:attr"),
+    (["check", "ok.py:gather", "--grad", "summ"], "invalid choice: 'summ'"),
+    (["check", "ok.py:gather", "--dtypes", "float33"], "unknown dtype 'float33'"),
+    (["check", "ok.py:gather", "--world-sizes", "few"], "not a range"),
+    (["check", "ok.py:gather", "--max-examples", "0"], "not a positive whole number"),
+    (["check", "ok.py:gather", "--timeout", "soon"], "not a positive number"),
+    (["fuzz", "missing.py:gather", "--duration", "1"], "target file 'missing.py' does not exist"),
+    (["report", "--max-examples", "x"], "not a positive whole number"),
+]
+EACH_IN_ONE_PROCESS = """
+import contextlib, io, json, sys
+from harness.cli import main
+answers = []
+for args in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = main(args)
+    answers.append([status, err.getvalue(), "torch" in sys.modules])
+print(json.dumps(answers))
+"""
+
+
+def test_mistakes_are_answered_before_torch_is_imported(tmp_path: Path) -> None:
+    """A wrong option or target path costs milliseconds: torch (and the forkserver) never start.
+    ``pkg/__init__.py`` raises: finding ``pkg.broken`` must not run it."""
+    (tmp_path / "ok.py").write_text("def gather(x, dim):\n    return x\n")
+    (tmp_path / "broken.py").write_text(BROKEN)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('a package the driver must not run')\n")
+    (tmp_path / "pkg" / "broken.py").write_text(BROKEN)
+    done = subprocess.run([sys.executable, "-c", EACH_IN_ONE_PROCESS, json.dumps([args for args, _ in BEFORE_TORCH])],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for (args, message), (status, err, torch_imported) in zip(BEFORE_TORCH, json.loads(done.stdout)):
+        assert (status, torch_imported) == (2, False), (args, err)
+        assert message in err and err.count("\n") == 1, (args, err)
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_explain_case_and_a_whole_command_line_error_import_no_torch(tmp_path: Path) -> None:
+    """The real entry point, as a user runs it: ``-X importtime`` lists every module imported."""
+    for args, status in ((["check", "missing.py:gather"], 2), (["explain-case"], 0)):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == status, done.stderr[-2000:]
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        assert "harness.cli" in imported and "torch" not in imported, sorted(imported)
+    assert "How to read a case line" in done.stdout and "C=ints" in done.stdout
 
 
 def test_correct_gather_passes(targets: Path) -> None:
@@ -126,7 +191,8 @@ def test_correct_gather_passes(targets: Path) -> None:
     document = json.loads((targets / "out.json").read_text())
     assert {"target", "verdict", "examples", "elapsed_s", "violations"} <= set(document)
     assert (document["target"], document["verdict"], document["violations"]) == ("gathers.py:correct", "pass", [])
-    assert document["examples"] >= 15 and document["seed"] == 7
+    assert (document["examples"], document["shrink_steps"], document["seed"]) == (15, 0, 7)
+    assert "PASS: no counterexample in 15 examples (" in done.stdout
 
 
 def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
@@ -137,7 +203,12 @@ def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("FAIL: ") and "property violated: shape (mismatch)" in done.stdout
     assert "[shape] output.shape=" in done.stdout and "but should be" in done.stdout
-    violations = json.loads((targets / "out.json").read_text())["violations"]
+    document = json.loads((targets / "out.json").read_text())
+    violations = document["violations"]
+    # The counts add up: the search's examples, then the steps that shrank the failure
+    assert document["examples"] + document["shrink_steps"] == document["coverage"]["examples"]
+    assert f"in {document['examples']} example" in done.stdout and f" + {document['shrink_steps']} shrinking step" \
+        in done.stdout
     violation = next(v for v in violations if v["property"] == "shape")
     assert {"property", "kind", "case", "message", "repro"} <= set(violation)
     assert violation["message"] in done.stdout

@@ -433,5 +433,5 @@ def test_an_exception_inside_the_target_is_a_finding_reported_at_once(pool, caps
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out
     assert status == 1 and elapsed < MISFIT_LIMIT_S, out
-    assert "FAIL: 1 property violated (values) in 1 examples" in out
+    assert "FAIL: 1 property violated (values) in 1 example (" in out
     assert "NameError: name 'undefined_helper' is not defined" in out and "case: W=2 " in out

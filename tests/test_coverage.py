@@ -169,7 +169,7 @@ def test_never_reached_names_the_cells_and_values_the_space_allows() -> None:
     assert "groups=one group" not in missing and "groups=world" not in missing
 
     summary = coverage.summary(width=100)
-    assert "2 examples" in summary and "2 of 4 W x dtype cells reached" in summary
+    assert "2 cases run" in summary and "2 of 4 W x dtype cells reached" in summary
     lines = summary.splitlines()
     assert len(lines) == 1 + 3 + 2  # totals, the matrix (a header and two rows), two lines of what was missed
     never = words(lines[4:])
@@ -181,7 +181,7 @@ def test_the_summary_marks_failing_cells_folds_rows_never_reached_and_cuts_the_n
     coverage.record(case(1, 2, dtype="bfloat16"), failed="values")
     coverage.record(case(1, 2, 3, 4, 5, 6))
     lines = coverage.summary(width=72).splitlines()
-    assert lines[0].startswith("coverage: 2 examples, 1 failing")
+    assert lines[0].startswith("coverage: 2 cases run, 1 failing")
     assert lines[1].split() == ["i64", "bf16", "f32", "f64"]
     assert [line.split() for line in lines[2:7]] == [
         ["W=1", "·", "·", "·", "·"], ["W=2", "·", "1!", "·", "·"], ["W=3-5", "·", "·", "·", "·"],
@@ -342,7 +342,7 @@ def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
     assert [finding.case.dtype for finding in report.findings] == ["complex64"]
     failing = {dtype for (_, dtype), tally in report.coverage.cells.items() if tally.failures}
     assert failing == {"complex64"}
-    assert report.coverage.examples == report.examples
+    assert report.coverage.examples == report.examples + report.shrink_steps
 
 
 def test_check_writes_the_page_and_prints_the_summary(pool, tmp_path: Path, capsys) -> None:
@@ -351,7 +351,7 @@ def test_check_writes_the_page_and_prints_the_summary(pool, tmp_path: Path, caps
                        "--html", str(page)])
     out = capsys.readouterr().out
     assert status == 0
-    assert "coverage: 20 examples" in out and f"coverage page: {page}" in out
+    assert "coverage: 20 cases run" in out and f"coverage page: {page}" in out
     parsed = parse(page.read_text())  # well-formed, or it fails here
     assert parsed.cells[(1, "float32")] and parsed.cells[(2, "float32")]
     assert int(parsed.cells[(1, "float32")].split()[0]) + int(parsed.cells[(2, "float32")].split()[0]) >= 1

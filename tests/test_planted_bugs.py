@@ -10,12 +10,16 @@ features every one of them has.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 
-from harness.case import Case
+from harness.api import profile_settings
+from harness.case import Case, RankSpec
+from harness.checks import IN_PLACE_NOTE, check_outcome
 from harness.contract import Contract
+from harness.conventions import Call
 from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
 from tests.test_catalogue import is_zero
@@ -108,3 +112,48 @@ def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
                        max_examples=60, timeout=TIMEOUT_S, pool=pool, probe_misuse=True)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
     assert report.misuse_examples > 0
+
+
+# -- an in-place write that keeps the values: the version counter sees it ------------------------
+
+IN_PLACE = "tests.planted_bugs:writes_own_slot_in_place"
+CI = profile_settings("ci")  # no example database: what earlier runs saved does not pick the case
+
+
+def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(pool) -> None:
+    report = run_check(IN_PLACE, Contract(ragged=False, grad="local", dtypes=("float32",), world_sizes=(1, 2)),
+                       max_examples=30, timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+    [finding] = report.findings
+    assert (finding.property, finding.kind, finding.status) == ("inputs-untouched", "in-place", "confirmed")
+    # a view's counter is its base's, which laying it out already moved: the numbers vary, not the words
+    assert re.search(r"\(its version counter went from (\d+) to (?!\1)\d+\) though its values are unchanged",
+                     finding.message), finding.message
+    # a gradient that then comes out wrong (the write hit a view of the leaf) names its cause
+    assert all("(the cause: the call wrote into its input in place, see inputs-untouched)" in v.message
+               for v in finding.violations if v.property == "gradients")
+    assert "'one of the variables needed for gradient computation has been modified by an inplace operation' when " \
+           "the op before the gather saved its output (relu, sigmoid, ...)" in finding.message
+    # What the message claims happens in a model, on a rank: relu saves its output, backward refuses.
+    [result] = pool.call(1, "tests.planted_bugs:relu_then_in_place_gather")
+    assert result is not None and "modified by an inplace operation" in result.value, result
+
+
+def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
+    report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
+                       timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+    assert report.verdict == "pass", [finding.message for finding in report.findings]
+    assert report.notes == [IN_PLACE_NOTE]
+
+
+def test_a_gather_that_writes_nothing_gets_no_note(pool) -> None:
+    report = run_check("tests.planted_bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
+                       max_examples=10, timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+    assert report.verdict == "pass" and report.notes == []
+
+
+def test_a_gradient_the_in_place_write_breaks_names_the_write_as_its_cause(pool) -> None:
+    """Written into a view of the leaf, the same values turn the gradient wrong: said with its cause."""
+    case = Case(ranks=(RankSpec((0,), layout="transposed"),), grad="local")
+    violations = check_outcome(pool.run(case, IN_PLACE, call=Call()))
+    assert [(v.property, v.kind) for v in violations] == [("inputs-untouched", "in-place"), ("gradients", "mismatch")]
+    assert violations[1].message.endswith("(the cause: the call wrote into its input in place, see inputs-untouched)")

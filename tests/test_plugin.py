@@ -6,6 +6,7 @@ the xdist one, which needs real worker processes.
 
 from __future__ import annotations
 
+import multiprocessing.sharedctypes  # noqa: F401  (see ``gathers``)
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,10 @@ def gathers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pool: Po
     """A pytester directory with a gather file and one ordinary test.
 
     ``pool`` is requested so that the shared pool starts from the project directory, not from
-    a pytester directory that is deleted while its forkserver lives on.
+    a pytester directory that is deleted while its forkserver lives on.  The rank sets' shared
+    memory module is imported up front (above): an in-process run that imported it first
+    would take it out of ``sys.modules`` when it ended, and the next rank set started in this
+    process could no longer pickle its shared ledger.
     """
     monkeypatch.delenv("GATHER_IMPL", raising=False)
     pytester.makepyfile(gathers=GATHERS, test_other="def test_other():\n    pass\n")
@@ -53,9 +57,9 @@ def test_correct_gather_passes_and_the_header_names_it(gathers: pytest.Pytester)
                                "--gather-world-sizes", "1-3", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "gather-harness: checking */gathers.py:correct",
+        "gather-harness: checking gathers.py:correct",
         "  contract ragged dims=any grad=none dtypes=all; backend gloo/cpu; world sizes 1-3; hypothesis profile *",
-        "gather-harness::check[[]*gathers.py:correct[]] PASSED*",
+        "gather-harness::check[[]gathers.py:correct[]] PASSED*",
     ])
 
 
@@ -66,29 +70,44 @@ def test_a_fixed_argument_reaches_the_gather_and_the_header(gathers: pytest.Pyte
     result.stdout.fnmatch_lines(["  contract ragged dims=any grad=none dtypes=all kwargs(flag=True); backend *"])
 
 
-def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.Pytester) -> None:
+def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # a terminal as wide as a CI log's: the summary line untrimmed
     result = gathers.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--gather-impl", "gathers.py:upcast",
                                           "--gather-dtypes", "float64", "--gather-max-examples", "10")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
+        "gather check failed: dtype (mismatch) at W=1 float64 dim=0 * repro: python *gathers.upcast-*/dtype_minimal.py",
         "property violated: dtype (mismatch)",
         "case: W=1 gloo/cpu float64 *",
         "  [[]dtype] output.dtype=float32, but should be float64 on rank 0",
         "repro: */.gather-harness/repros/gathers.upcast-*/dtype.py",
-        "FAILED gather-harness::check*",
+        "rerun: pytest * -n 2 -p no:cacheprovider --gather-impl gathers.py:upcast *",
+        "   or: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-4 --max-examples 10 "
+        "--profile * --seed 0",
+        # the short summary carries the verdict, under xdist too
+        "FAILED gather-harness::check[[]gathers.py:upcast[]] - gather check failed: dtype (mismatch) at W=1 float64*",
     ])
-    assert "Traceback" not in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() and "harness/plugin.py" not in result.stdout.str()
 
 
-def test_env_var_selects_the_target(gathers: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_var_selects_the_target_and_collect_only_counts_it(gathers: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GATHER_IMPL", "gathers.py:upcast")
     result = gathers.runpytest("--collect-only", "-q", "--gather-grad", "sum")
-    result.stdout.fnmatch_lines(["gather-harness::check[[]*gathers.py:upcast[]]"])
+    result.stdout.fnmatch_lines(["test_other.py::test_other", "gather-harness::check[[]gathers.py:upcast[]]",
+                                 "2 tests collected in *"])
+    assert "no tests collected" not in result.stdout.str()
     assert result.ret == 0
 
 
+def test_k_selects_the_check_item(gathers: pytest.Pytester) -> None:
+    result = gathers.runpytest("--gather-impl", "gathers.py:upcast", "--collect-only", "-q", "-k", "not check")
+    result.stdout.fnmatch_lines(["test_other.py::test_other", "1/2 tests collected (1 deselected) in *"])
+
+
 def test_a_target_that_cannot_load_fails_its_item(gathers: pytest.Pytester) -> None:
-    result = gathers.runpytest("--gather-impl", "gathers.py:nope", "-k", "gather")
+    result = gathers.runpytest("--gather-impl", "gathers.py:nope", "-k", "check")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*has no attribute 'nope'"])
 
@@ -105,3 +124,51 @@ def test_bad_options_are_usage_errors(gathers: pytest.Pytester, option: list[str
     result = gathers.runpytest("--gather-impl", "gathers.py:upcast", *option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: gather-harness: *{message}*"])
+
+
+#: A suite's own test file: two gathers, one right and one wrong, checked with the fixture, and
+#: a third through check_gather itself.
+TWO_GATHERS = """
+import pytest
+
+from harness import check_gather
+
+
+@pytest.mark.parametrize(("target", "contract"), [
+    ("gathers.py:correct", {"grad": "sum"}),
+    ("gathers.py:upcast", {"dtypes": "float64"}),
+])
+def test_gather(gather_check, target, contract):
+    gather_check(target, world_sizes=(1, 2), **contract)
+
+
+def test_by_hand():
+    check_gather("gathers.py:upcast", dtypes="float64", world_sizes=(1, 2), max_examples=5)
+"""
+
+
+def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture makes each gather a test (parametrized here) with the session's budget options;
+    a failure shows the counterexample, not the harness's source, the summary line its verdict;
+    notes land in pytest's warnings summary."""
+    gathers.makepyfile(test_gathers=TWO_GATHERS)
+    monkeypatch.setenv("COLUMNS", "250")  # a terminal as wide as a CI log's: the summary line untrimmed
+    result = gathers.runpytest_subprocess("test_gathers.py", "--gather-max-examples", "8", "--gather-seed", "3")
+    result.assert_outcomes(passed=1, failed=2, warnings=2)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*test_gather[[]gathers.py:upcast-contract1[]]*",
+        "E * gather check failed: dtype (mismatch) at W=1 float64 dim=0 * repro: python *dtype_minimal.py",
+        "E * checked gathers.py:upcast: ragged dims=any grad=none dtypes=float64 output=tensor; * seed 3",
+        "E * rerun: pytest 'test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]]' --gather-seed 3",
+        "E *    or: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-2 --max-examples 8 "
+        "--seed 3",
+        "test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]]",
+        "  */test_gathers.py:11: GatherNote: gather-harness: the target is differentiable (its result requires grad "
+        "when its input does) but --grad none checks no gradient*",
+        "FAILED test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]] - AssertionError: gather check failed: *",
+        "FAILED test_gathers.py::test_by_hand - AssertionError: gather check failed: dtype (mismatch) at W=1 float64*",
+    ])
+    assert "def check_gather" not in out and "harness/api.py" not in out and "__tracebackhide__" not in out
+    assert "--world-sizes 1-2 --max-examples 5 --seed 0" in out  # test_by_hand gave its own budget, no seed

@@ -11,9 +11,13 @@ import time
 
 import pytest
 
+from harness import hints
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
+from harness.contract import Contract
+from harness.finding import finding_of
 from harness.pool import Pool
+from harness.stacks import user_frames
 
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
@@ -40,13 +44,13 @@ def run_timed(pool: Pool, target: str, case: Case = RAGGED):
     [
         ("hang_rank1", "hang", "rank 1 blocked"),
         # gloo aborts a rank on the size mismatch; the ledgers show its cause first: a desync
-        ("abort_mismatch", "desync", "collective #1: rank 0 entered all_gather(torch.float32, shape=(3, 2)), "
-                                     "rank 1 all_gather(torch.float32, shape=(1, 2))"),
+        ("abort_mismatch", "desync", "at collective #1, rank 0 entered all_gather(torch.float32, shape=(3, 2)) but "
+                                     "rank 1 entered all_gather(torch.float32, shape=(1, 2))"),
         ("segfault_rank1", "crash", "rank 1 died: killed by signal SIGSEGV"),
         ("exit_rank1", "crash", "rank 1 died: exited with status 3"),
         ("killed_by_sigkill_rank1", "crash", "rank 1 died: killed by signal SIGKILL"),
         ("raise_rank1", "exception", "ValueError: planted failure on rank 1"),
-        ("desync_extra_collective", "desync", "rank 0 blocked; last collective entered: #1 all_reduce"),
+        ("desync_extra_collective", "desync", "rank 0 blocked in collective #1 all_reduce"),
     ],
 )
 def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: str, culprit_text: str) -> None:
@@ -66,9 +70,29 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
 def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Pool) -> None:
     outcome, _ = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
     report = outcome.describe_fault()
-    assert "rank 0 blocked; last collective entered: #1 all_gather_single(torch.int64, shape=(2,))" in report
+    assert "rank 0 blocked in collective #1 all_gather_single(torch.int64, shape=(2,))" in report
     assert "in hang_rank1" in report  # rank 1's Python stack, from faulthandler
     assert "in correct" in report  # the other ranks' stacks
+    # As a person reads it: the target's frames, and the collective the others wait in.
+    shown = user_frames(report)
+    assert "in hang_rank1" in shown and "in correct" in shown and "distributed_c10d.py" in shown
+    assert "harness/rank.py" not in shown and "multiprocessing" not in shown and "procedure.py" not in shown
+    assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
+
+
+def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: Pool) -> None:
+    """An unpadded all_gather desyncs on ragged input; the same case with equal lengths passes."""
+    outcome, _ = run_timed(fault_pool, "tests.planted_faults:abort_mismatch")
+    finding = finding_of(RAGGED, check_outcome(outcome))
+    hint = hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(), finding, TIMEOUT_S)
+    assert hint == ("the same case passes when every rank holds 3 along dim 0: if the gather needs equal sizes on "
+                    "every rank, check it with --no-ragged (ragged=False from Python)")
+    assert hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(ragged=False), finding,
+                             TIMEOUT_S) == ""
+    # a fault that equal lengths do not avoid gets no hint
+    outcome, _ = run_timed(fault_pool, "tests.planted_faults:exit_rank1")
+    crash = finding_of(RAGGED, check_outcome(outcome))
+    assert hints.ragged_hint(fault_pool, "tests.planted_faults:exit_rank1", Contract(), crash, TIMEOUT_S) == ""
 
 
 def test_crash_report_carries_the_ranks_own_output(fault_pool: Pool) -> None:

@@ -1,8 +1,10 @@
 """The README runs as printed: every ``bash`` block but the two set-up commands.
 
 Each block runs with ``bash`` in a scratch directory holding a copy of ``examples/`` (and
-nothing else of the repository), with this environment's ``python`` and ``torchrun`` first on
-``PATH``.  A command line may end with ``# exit N`` to state the exit status it must have;
+nothing else of the repository) and every ``python`` block whose first line names a file
+(``# test_gathers.py``), written there under that name, with this environment's ``python``
+and ``torchrun`` first on ``PATH``.  The case notation the README explains is the one
+``python -m harness explain-case`` prints.  A command line may end with ``# exit N`` to state the exit status it must have;
 every other command must exit 0.  The two set-up commands create a virtual environment and
 install the project: ``.ci/run`` runs the second of them on every CI run.
 """
@@ -18,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import notation
+
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+_FILE_BLOCK = re.compile(r"```python\n# ([\w.]+\.py)\n(.*?)```", re.DOTALL)
 _EXPECTED = re.compile(r"\s*#\s*exit (\d+)\s*$")
 #: The whole budget of a block: a check starts in seconds; the scale-out block starts ten ranks.
 BLOCK_TIMEOUT_S = 240
@@ -53,6 +58,8 @@ def checked_script(block: str) -> str:
 @pytest.mark.parametrize("block", bash_blocks(), ids=lambda block: block.strip().splitlines()[0][:60])
 def test_the_readme_block_runs_as_printed(block: str, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    for name, source in _FILE_BLOCK.findall((ROOT / "README.md").read_text()):
+        (tmp_path / name).write_text(source)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     for name in ("PYTEST_XDIST_WORKER", "GATHER_HARNESS_DIR", "GATHER_HARNESS_DATABASE"):
         env.pop(name, None)
@@ -65,3 +72,8 @@ def test_the_readme_has_the_blocks_this_test_promises() -> None:
     text = "\n".join(bash_blocks())
     for command in ("--help", "check examples/", "report --variants", "replay", "harness.remote"):
         assert command in text, command
+
+
+def test_the_readme_explains_the_case_notation_the_command_prints() -> None:
+    assert notation.TEXT in (ROOT / "README.md").read_text()
+    assert _FILE_BLOCK.findall((ROOT / "README.md").read_text()), "the CI section's test file is gone"

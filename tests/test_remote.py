@@ -119,7 +119,7 @@ def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
         assert broken.fault == "exception", broken
         report = broken.describe_fault()
         assert "ValueError: planted failure on rank 1" in report
-        assert "rank 0 blocked; last collective entered: #1 all_gather" in report  # stack via the side channel
+        assert "rank 0 blocked in collective #1 all_gather" in report  # stack via the side channel
         assert "in correct" in report
 
         healed = pool.run(CASE, CORRECT)

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import repro
+from harness import minimal_repro, repro
 from harness.api import profile_settings
 from harness.case import Case, RankSpec
 from harness.contract import Contract
+from harness.conventions import Call
 from harness.finding import Finding
 from harness.pool import Pool
 from harness.search import run_check
@@ -152,20 +153,27 @@ EVERY_PROPERTY: dict[str, tuple[str, Case, bool, tuple[tuple[Case, bool], ...]]]
     "no-hang-no-crash": ("ignores_dim", Case(ranks=(RankSpec((1, 0)), RankSpec((1, 1))), dim=1), False, ()),
     "misuse": ("forgot_unpad", TWO_RAGGED, True, ()),
     "history-dependent": ("caches_sizes", ONE, False, ((Case(ranks=(RankSpec((3,)),)), True),)),
+    "inputs-untouched (in place)": ("writes_own_slot_in_place", dataclasses.replace(ONE, grad="local"), False, ()),
 }
+
+
+def planted_finding(prop: str) -> tuple[str, Finding, bool]:
+    """The planted bug of ``prop``, and a finding of it as the search would report it."""
+    name, case, out_of_contract, history = EVERY_PROPERTY[prop]
+    reported = {"history-dependent": "values", "inputs-untouched (in place)": "inputs-untouched"}.get(prop, prop)
+    return name, Finding(reported, "mismatch", case, "(planted)", [], history=history), out_of_contract
 
 
 @pytest.mark.parametrize("prop", list(EVERY_PROPERTY))
 def test_every_propertys_repro_reproduces(prop: str, tmp_path: Path) -> None:
     """The repro runs the harness's own procedure and checks: a planted bug of each property
     fails in it with exit 1 and "the failure reproduces" (a hang ends with the rank watchdog)."""
-    name, case, out_of_contract, history = EVERY_PROPERTY[prop]
-    finding = Finding(prop, "mismatch", case, "(planted)", [], history=history)
+    name, finding, out_of_contract = planted_finding(prop)
     path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout=3, out_of_contract=out_of_contract)
     done = run_script(path, sys.executable, cwd=ROOT)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "repro: the failure reproduces" in done.stdout, done.stdout
-    shown = "misuse" if out_of_contract else "values" if prop == "history-dependent" else prop
+    shown = "misuse" if out_of_contract else "values" if prop == "history-dependent" else finding.property
     assert f"[{shown}]" in done.stdout or (prop == "history-dependent" and "[shape]" in done.stdout), done.stdout
 
 
@@ -175,3 +183,87 @@ def test_a_history_dependent_repro_passes_without_its_history(tmp_path: Path) ->
     done = run_script(path, sys.executable, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not reproduced" in done.stdout
+
+
+# -- the minimal repro: short, torch only, and it reproduces too --------------------------------
+
+#: Runs each script given as if by ``python SCRIPT`` and prints every exit status: torch is
+#: imported once for all of them (each forks its own ranks from this process).
+RUN_EACH = """
+import runpy, sys
+statuses = {}
+for path in sys.argv[1:]:
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as done:
+        statuses[path] = done.code
+print("STATUSES", repr(statuses))
+"""
+#: Cases the planted bugs above do not cover: an autograd.Function whose backward breaks only
+#: when ranks' cotangent layouts differ (lightning-bolts' ``SyncFunction``: ``grad_output.clone()``
+#: keeps a transposed layout), and a gather given subgroups (idle ranks, group= passed).
+MIXED = Case(ranks=(RankSpec((1, 2)), RankSpec((1, 2), cotangent_layout="transposed")), grad="sum")
+GROUPS = Case(ranks=(RankSpec((0,)), RankSpec((0,)), RankSpec((1,))), grad="sum", output="list", groups=((0,), (1,)))
+GROUPS_RIGHT = dataclasses.replace(GROUPS, ranks=(RankSpec((1,)), RankSpec((2,)), RankSpec((1,))), output="tensor",
+                                   groups=((0, 1),))
+
+
+def minimal_scripts(tmp_path: Path) -> dict[str, tuple[Path, int]]:
+    """Every minimal script to run, with the exit status it must have: each property's planted bug
+    (1), the same finding against a correct gather (0), and the cases above."""
+    scripts: dict[str, tuple[Path, int]] = {}
+
+    def add(label: str, target: str, finding: Finding, status: int, out_of_contract: bool = False) -> None:
+        faithful = tmp_path / label.replace(" ", "_") / f"{finding.property}.py"
+        faithful.parent.mkdir()
+        path = minimal_repro.write(finding, target, faithful, timeout=3, out_of_contract=out_of_contract)
+        scripts[label] = (path, status)
+
+    for prop in EVERY_PROPERTY:
+        name, finding, out_of_contract = planted_finding(prop)
+        add(prop, f"{BUGS}:{name}", finding, 1, out_of_contract)
+        add(f"{prop} correct", "tests.planted_faults:correct", finding, 0, out_of_contract)
+    sync = Call(name="SyncFunction.apply", positional=(), apply=True, signature="SyncFunction.apply(tensor)")
+    add("layouts", "harness.variants.contrastive:SyncFunction",
+        Finding("gradients", "mismatch", MIXED, "", [], call=sync), 1)
+    by_group = Call(name="all_gather", positional=(), keywords=(("group", "group"),))
+    add("groups", "torch.distributed.nn.functional:all_gather",
+        Finding("gradients", "mismatch", GROUPS, "", [], call=by_group), 1)
+    with_dim = Call(name="all_gather_ragged", keywords=(("group", "group"),))
+    add("groups correct", "harness.ragged:all_gather_ragged",
+        Finding("values", "mismatch", GROUPS_RIGHT, "", [], call=with_dim), 0)
+    return scripts
+
+
+def test_every_propertys_minimal_repro_reproduces_and_a_correct_gather_passes_it(tmp_path: Path) -> None:
+    scripts = minimal_scripts(tmp_path)
+    done = subprocess.run([sys.executable, "-c", RUN_EACH, *(str(path) for path, _ in scripts.values())], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
+    statuses = ast.literal_eval(done.stdout.rpartition("STATUSES ")[2])
+    got = {label: statuses.get(str(path)) for label, (path, _) in scripts.items()}
+    assert got == {label: status for label, (_, status) in scripts.items()}, done.stdout[-6000:] + done.stderr[-3000:]
+    assert done.stdout.count("it reproduces") == sum(status for _, status in scripts.values())
+    # What a reader sees: expected against actual, for the element that differs.
+    assert "rank 1: output[0] = 101.0, expected 1.0 (2 of 2 elements differ)" in done.stdout  # values
+    assert "rank 1: grad[0] = 2.0, expected -2.0" in done.stdout  # gradients
+    assert "rank 0: grad[0, 1] = 3.0, expected 5.0" in done.stdout  # mixed cotangent layouts
+    assert "the call wrote into x in place (x._version 0 -> 1) though its values are unchanged" in done.stdout
+    lengths = {label: len(path.read_text().splitlines()) for label, (path, _) in scripts.items()}
+    assert max(lengths.values()) <= 80, lengths
+
+
+def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Path) -> None:
+    sync = Call(name="SyncFunction.apply", positional=(), apply=True)
+    finding = Finding("gradients", "mismatch", MIXED, "", [], call=sync)
+    path = minimal_repro.write(finding, "harness.variants.contrastive:SyncFunction", tmp_path / "gradients.py",
+                               timeout=10, out_of_contract=False)
+    imported = {name for node in ast.walk(ast.parse(path.read_text())) for name in (
+        [alias.name for alias in node.names] if isinstance(node, ast.Import) else
+        [node.module or ""] if isinstance(node, ast.ImportFrom) else [])}
+    assert imported == {"faulthandler", "multiprocessing", "os", "socket", "sys", "torch", "torch.distributed",
+                        "harness.variants.contrastive"}  # the last: the target itself
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=ROOT)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "rank 0: grad[0, 1] = 3.0, expected 5.0" in done.stdout, done.stdout

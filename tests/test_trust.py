@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from harness import catalogue_report, confirm, repro, strategies
+from harness import catalogue_report, confirm, hints, repro, strategies
 from harness.api import profile_settings
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
@@ -87,6 +88,19 @@ def test_the_layout_condition_is_read_from_uniform_reruns() -> None:
                           "(every rank contiguous: passes; every rank transposed: passes)")
     always = confirm.layout_condition(case, lambda c: True)
     assert always == "fails with every rank's cotangent layout contiguous, transposed too"
+
+
+def test_the_layout_condition_is_said_in_plain_words() -> None:
+    case = Case(ranks=(RankSpec((1, 2)), RankSpec((1, 2), cotangent_layout="transposed")), grad="sum")
+    mixed = Finding("gradients", "mismatch", case, "", [], condition=confirm.layout_condition(
+        case, lambda c: len({s.cotangent_layout for s in c.ranks}) > 1))
+    assert hints.layout_hint(mixed) == (
+        "in plain words: the gradient arriving in the backward (grad_output) is laid out differently in memory on "
+        "different ranks (rank 0: contiguous, rank 1: transposed); a collective given that tensor, or its .clone() "
+        "(which keeps the layout), pairs up elements by their place in memory, not by index: call .contiguous() on "
+        "it before the collective")
+    always = dataclasses.replace(mixed, condition=confirm.layout_condition(case, lambda c: True))
+    assert hints.layout_hint(always) == ""
 
 
 def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:

@@ -1,0 +1,96 @@
+"""One-line hints: what a user most likely has to change, said when the ranks have shown it.
+
+A failure says what broke; a hint says what to do about it, and only when a run on the
+ranks backs it up, never as a guess:
+
+- :func:`differentiable_note`: a gather checked with ``--grad none`` whose result carries
+  gradients (an ``autograd.Function``, or a result that requires grad when its input does)
+  gets no gradient check at all: the note says so, and which option gives one;
+- :func:`ragged_hint`: a hang, crash or desync on ragged input whose case passes once every
+  rank holds the same length: the gather needs equal sizes, so ``--no-ragged`` is its contract;
+- :func:`layout_hint`: a failure that needs ranks' memory layouts to differ, in plain words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness import probe
+from harness.case import Case, RankSpec
+from harness.checks import check_outcome
+from harness.confirm import FAULTS
+from harness.contract import DIFFERENTIABLE_DTYPES, Contract
+from harness.finding import Finding
+from harness.pool import RankSets
+from harness.procedure import RunRequest
+
+DIFFERENTIABLE = ("the target is differentiable ({why}) but --grad none checks no gradient: add --grad sum (or local, "
+                  "mean; grad=\"sum\" from Python)")
+
+
+def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout: float) -> str:
+    """The note for a differentiable target checked without a gradient contract, or ``""``.
+
+    An ``autograd.Function`` is differentiable by construction; any other target is called
+    once, on the probe's smallest case with an input that requires grad (no backward pass).
+    """
+    contract, convention = probed.contract, probed.convention
+    if contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES:
+        return ""
+    if convention.call.apply:
+        return DIFFERENTIABLE.format(why="an autograd.Function")
+    case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output)
+    request = RunRequest(case=case, target=target, call=convention.call, detect=True, declared=convention.output,
+                         requires_grad=True)
+    outcome = pool.rank_set(case.backend, case.device, case.world_size).run(request, timeout)
+    pool.forget_state(case)
+    results = [res for res in outcome.results if res is not None and not res.idle]
+    if outcome.fault or outcome.errors or not results or not all(res.output_requires_grad for res in results):
+        return ""
+    return DIFFERENTIABLE.format(why="its result requires grad when its input does")
+
+
+def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout: float) -> str:
+    """``--no-ragged``, when a fault on ragged input goes away with equal lengths on every rank."""
+    case = finding.case
+    if not contract.ragged or finding.kind not in FAULTS or not case.is_ragged:
+        return ""
+    equal = equal_lengths(case)
+    pool.fresh(equal)
+    outcome = pool.run(equal, target, call=finding.call, repeat=finding.repeat, timeout=timeout)
+    if check_outcome(outcome, bits=finding.bits):
+        if not outcome.fault:
+            pool.forget_state(equal)
+        return ""
+    length = equal.lengths[0]
+    return (f"the same case passes when every rank holds {length} along dim {case.dim}: if the gather needs equal "
+            f"sizes on every rank, check it with --no-ragged (ragged=False from Python)")
+
+
+def equal_lengths(case: Case) -> Case:
+    """``case`` with every rank's length along the gather dim set to the longest one's."""
+    longest = max(case.lengths)
+    d = case.dim % case.ndim
+
+    def evened(spec: RankSpec) -> RankSpec:
+        return dataclasses.replace(spec, shape=tuple(longest if k == d else n for k, n in enumerate(spec.shape)))
+
+    return dataclasses.replace(case, ranks=tuple(evened(spec) for spec in case.ranks))
+
+
+def layout_hint(finding: Finding) -> str:
+    """The layout condition of ``finding`` (:func:`harness.confirm.layout_condition`) in plain words."""
+    case = finding.case
+    active = [r for r in range(case.world_size) if not case.idle(r)]
+    if "cotangent layouts differ" in finding.condition:
+        layouts = ", ".join(f"rank {r}: {case.ranks[r].cotangent_layout}" for r in active)
+        return (f"in plain words: the gradient arriving in the backward (grad_output) is laid out differently in "
+                f"memory on different ranks ({layouts}); a collective given that tensor, or its .clone() (which "
+                f"keeps the layout), pairs up elements by their place in memory, not by index: call .contiguous() "
+                f"on it before the collective")
+    if "input layouts differ" in finding.condition:
+        layouts = ", ".join(f"rank {r}: {case.ranks[r].layout}" for r in active)
+        return (f"in plain words: the gather's input is laid out differently in memory on different ranks "
+                f"({layouts}); a collective given it, or its .clone() (which keeps the layout), pairs up elements "
+                f"by their place in memory, not by index: call .contiguous() on it first")
+    return ""

@@ -1,0 +1,36 @@
+"""How to read a case line: the notation of :meth:`harness.case.Case.describe`, explained once.
+
+Printed by ``python -m harness explain-case`` (a failure's output points there) and shown
+in the README, which holds this very text (a test keeps the two the same).  This module
+imports nothing, so the command answers at once.
+"""
+
+EXAMPLE = ("W=2 gloo/cpu float32 dim=0 grad=sum | r0 (1,2) iota C=ints "
+           "| r1 (1,2) transposed random#7 C=floats transposed")
+
+TEXT = f"""How to read a case line, e.g.
+
+  {EXAMPLE}
+
+W=2 gloo/cpu       the world size, the backend and the device
+float32 dim=0      the dtype, and the dim gathered along (a negative dim counts from the end)
+grad=sum           the gradient contract checked: none, local, sum or mean (see README)
+output=list        how the result was read, when not a tensor: list (one per rank), stack
+                   (a (W, ...) tensor), first (a tuple starting with the concatenation)
+groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
+                   a rank in no group shows as "r3 idle" and does not call the gather
+| r1 ...           what each rank holds, rank 0 first:
+  (1,2)            the shape of its input
+  transposed       the input's memory layout when it is not contiguous: transposed (a
+                   permuted view, strides reversed), strided (every other element of a
+                   wider tensor), offset (a view starting 3 elements into its storage)
+  iota             the input's values: iota (1, 2, 3, ... plus 100 x rank: every element
+                   distinct), padding#S (0, -1, NaN and a few real values: what careless
+                   unpadding drops), special#S (NaN with payloads, +-inf, +-0.0,
+                   subnormals, extremes), random#S (any bit pattern of the dtype);
+                   S seeds the recipe, so a case gives the same values everywhere
+  C=ints           the cotangent this rank feeds to backward (only when grad is not none),
+                   different on every rank: ints (small nonzero integers: every sum is
+                   exact) or floats (normal samples), then its layout when it is not
+                   contiguous (transposed, strided): the grad_output the backward receives
+"""
