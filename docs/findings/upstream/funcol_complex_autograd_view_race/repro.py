@@ -71,7 +71,7 @@ def wait_after_completion(rank, world, name, call, expected_of):
     everyone = torch.tensor([0 if y is None else 1])
     dist.all_reduce(everyone, op=dist.ReduceOp.MIN)
     if everyone.item():  # a backward only where every rank has y: it is a collective
-        cotangents = [(torch.arange(y.numel()) + 1j * torch.arange(y.numel())).to(torch.complex64) * 10 ** s
+        cotangents = [(torch.arange(1, y.numel() + 1) - 1j * torch.arange(y.numel())).to(torch.complex64) * 10 ** s
                       for s in range(world)]
         y.backward(cotangents[rank])
         # all-gather: sum over ranks of their cotangents' slot for this rank; reduce-scatter (sum):
