@@ -289,10 +289,11 @@ class RankSet:
     # -- running ------------------------------------------------------------------------------
     def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
             meanwhile: Callable[[], None] | None = None) -> Outcome:
-        """Run one case; after a fault (the ranks may be out of step) or a leak the set is dropped.
+        """Run one case; after a fault, a leak, or with its groups out of step the set is dropped.
 
-        A case where every rank returned, errors included, with the collectives of each group
-        in step leaves the set usable: the next case runs on the same warm ranks.  Without
+        A case where every rank returned, errors included, with every process group's members
+        at the same operation count (:func:`in_step`) leaves the set usable: the next case runs
+        on the same warm ranks.  Without
         ``diagnose`` a fault is classified but its ranks' stacks and logs are not collected
         (shrinking runs hundreds of faulty cases; only the reported one needs them).
         ``meanwhile`` runs in the controller once the ranks have the case (the judge's reference).
@@ -310,7 +311,7 @@ class RankSet:
             outcome.faults = self._diagnose(results, log_offsets) if diagnose else []
             if outcome.fault == "hang" and ledgers.stuck_for_good(results):
                 outcome.fault, outcome.desync = "desync", ledgers.stuck_for_good(results)
-        if outcome.fault or any(res is not None and res.leaked for res in results):
+        if outcome.fault or any(res is not None and res.leaked for res in results) or not in_step(results):
             self.kill()
         else:
             self.history.append((request.case, request.repeat))
@@ -319,7 +320,7 @@ class RankSet:
 
     def call(self, target: str, args: tuple, timeout: float) -> list[RankResult | None]:
         results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
-        if any(r is None or r.error for r in results):
+        if any(r is None or r.error for r in results) or not in_step(results):
             self.kill()
         return results
 
@@ -678,6 +679,27 @@ def _classify(results: list[RankResult | None], dead: list[bool], ledgers: _Ledg
             if len(set(counts.values())) > 1:
                 return "desync", ", ".join(f"rank {r} entered {n} collective(s)" for r, n in counts.items())
     return None, ""
+
+
+def in_step(results: list[RankResult | None]) -> bool:
+    """Every rank returned, and the members of each process group have issued as many operations on it.
+
+    Only then may a set run another case.  The recorded collectives are not enough: a rank whose
+    peers raised may go on alone through collectives that complete without them (gloo gathers
+    empty tensors locally), and functional or autograd-internal collectives are not recorded;
+    either way that rank is ahead by a collective tag, and the next case on the group would hang
+    on every rank -- a hang that is the harness's, not the target's.
+    """
+    counts: dict[str, dict[int, int]] = {}
+    members: dict[str, tuple[int, ...]] = {}
+    for res in results:
+        if res is None or res.sequences is None:
+            return False
+        for name, (ranks, count) in res.sequences.items():
+            members[name] = ranks
+            counts.setdefault(name, {})[res.rank] = count
+    return all(set(counts[name]) == set(ranks) and len(set(counts[name].values())) == 1
+               for name, ranks in members.items())
 
 
 class _Ledgers:

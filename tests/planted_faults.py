@@ -54,11 +54,22 @@ def exit_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
 def raise_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 raises before the gather; the others block in it."""
 
-    def fail() -> None:
-        raise ValueError("planted failure on rank 1")
-
-    _on_rank_one(fail)
+    _on_rank_one(lambda: _raise(ValueError("planted failure on rank 1")))
     return correct(x, dim)
+
+
+def goes_on_alone(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 1 raises (after a moment); the others gather without it, which gloo completes alone
+    for empty tensors.  Every rank returns, yet rank 1 is now a collective behind on the world group.
+    """
+    _on_rank_one(lambda: (time.sleep(0.5), _raise(ValueError("planted failure on rank 1"))))
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(pieces, x.contiguous())
+    return torch.cat(pieces, dim)
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
 
 
 def desync_extra_collective(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -13,7 +13,8 @@ import pytest
 
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
-from harness.pool import Pool
+from harness.pool import Pool, in_step
+from harness.procedure import RankResult
 
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
@@ -56,7 +57,11 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
     report = outcome.describe_fault()
     assert culprit_text in report, report
     [violation] = check_outcome(outcome)
-    assert (violation.property, violation.kind) == ("no-hang-no-crash", kind)
+    # a rank that raised is reported under its phase's property (here the forward: values), the
+    # same whether its peers blocked or returned; the wait is in the message
+    prop = "values" if kind == "exception" else "no-hang-no-crash"
+    assert (violation.property, violation.kind) == (prop, kind)
+    assert kind != "exception" or "meanwhile, waiting for the rank(s) that raised:" in violation.message
 
     healed, _ = run_timed(fault_pool, CORRECT)
     assert healed.fault is None and not healed.errors
@@ -81,6 +86,32 @@ def test_a_fault_replaces_the_ranks(fault_pool: Pool) -> None:
     run_timed(fault_pool, "tests.planted_faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
+
+
+def test_ranks_that_went_out_of_step_are_replaced(fault_pool: Pool) -> None:
+    """Rank 1 raised and rank 0 gathered empty tensors alone: every rank returned, but the group's
+    collective tags now differ, and a next case on those ranks would hang on every rank (a hang
+    that is the harness's).  The set is replaced instead, and the next case passes."""
+    empty = Case(ranks=(RankSpec((0,)), RankSpec((0,))))
+    before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 2).procs]
+    outcome = fault_pool.run(empty, "tests.planted_faults:goes_on_alone", repeat=False)
+    assert outcome.fault is None and [res.rank for res in outcome.errors] == [1], outcome
+    assert not in_step(outcome.results)
+    healed, _ = run_timed(fault_pool, CORRECT, Case(ranks=(RankSpec((3,)), RankSpec((2,)))))
+    assert healed.fault is None and check_outcome(healed) == []
+    assert not set(before) & {p.pid for p in fault_pool.rank_set("gloo", "cpu", 2).procs}
+
+
+def test_in_step_needs_every_member_of_every_group_at_one_count() -> None:
+    def ranks(*sequences: dict | None) -> list:
+        return [RankResult(rank=r, sequences=s) for r, s in enumerate(sequences)]
+
+    world, pair = ("0", ((0, 1, 2), 4)), ("1", ((1, 2), 2))
+    assert in_step(ranks(dict([world]), dict([world, pair]), dict([world, pair])))
+    assert not in_step(ranks(dict([world]), dict([world, pair]), {"0": ((0, 1, 2), 4), "1": ((1, 2), 3)}))
+    assert not in_step(ranks(dict([world]), dict([world, pair]), dict([world])))  # a member lacks the group
+    assert not in_step(ranks(dict([world]), dict([world]), None))  # this torch did not say
+    assert not in_step([*ranks(dict([world]), dict([world])), None])  # a rank did not return
 
 
 def test_warm_ranks_are_reused_between_correct_cases(fault_pool: Pool) -> None:

@@ -27,6 +27,8 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.finding import Finding
+from harness.pool import Outcome
+from harness.procedure import RankResult, record_error
 from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
 from harness.variants import by_name
 
@@ -97,6 +99,19 @@ def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
     assert not any("machine" in line for line in wrong.notes())
     hang.status = "confirmed"
     assert not any("machine" in line for line in hang.notes())
+
+
+def test_a_rank_that_raised_lands_in_one_place_whether_its_peers_blocked_or_returned() -> None:
+    """Rank 1 raised in the backward; rank 0 either waited for it (a fault) or returned (with no
+    output here): a race between them, which must not change the property (and the bucket
+    Hypothesis shrinks it in)."""
+    case = Case(ranks=(RankSpec((0,)), RankSpec((0,))), grad="sum")
+    raised = record_error(RankResult(rank=1), IndexError("tuple index out of range"), "backward")
+    blocked = check_outcome(Outcome(case, [None, raised], fault="exception"))
+    returned = check_outcome(Outcome(case, [RankResult(rank=0), raised]))
+    for violations in (blocked, returned):
+        assert (violations[0].property, violations[0].kind, violations[0].rank) == ("gradients", "exception", 1)
+    assert "rank 0 did not return" in blocked[0].message
 
 
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
