@@ -37,7 +37,7 @@ from harness.case import Case
 from harness.contract import MAX_WORLD_SIZE
 from harness.conventions import Call
 from harness.procedure import RankResult, RunRequest
-from harness.protocol import LEDGER_BYTES, Ledger, RankInit, encode, last_entered, read_ledger, receive, send
+from harness.protocol import LEDGER_BYTES, Ledger, RankInit, encode, last_entered, read_slot, receive, send
 
 #: How long the other ranks may take to finish once one rank has raised or died.
 GRACE_S = 1.0
@@ -390,7 +390,7 @@ class RankSet:
                          log_tail=_tail(self.logs[r], log_offsets[r]))
 
     def _last(self, r: int) -> str:
-        return last_entered(self.last[r].value)
+        return last_entered(read_slot(self.last[r]))
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
@@ -705,7 +705,7 @@ def in_step(results: list[RankResult | None]) -> bool:
 class _Ledgers:
     """The collectives each rank of a running case has entered, compared within each group.
 
-    Read from the ranks' ledgers (:func:`harness.protocol.read_ledger`) while they run.  Two
+    Read from the ranks' ledgers (:func:`harness.protocol.read_slot`) while they run.  Two
     members of one group that entered different collectives (or the same one on different
     process groups) at the same place can never both complete (:meth:`mismatch`); neither can
     a rank waiting inside a collective that a finished peer of that collective's process group
@@ -717,7 +717,7 @@ class _Ledgers:
         self.layout = layout
 
     def _read(self, r: int) -> Ledger:
-        return read_ledger(self.slots[r].value)
+        return read_slot(self.slots[r])
 
     def mismatch(self) -> str:
         """Where two members of a group entered different collectives at the same place, or ``""``."""
@@ -754,7 +754,7 @@ class _Ledgers:
         waiting = [r for r, res in enumerate(results) if res is None]
         for r in waiting:
             if self._hopeless(r, waiting):
-                return f"rank {r} waits in {last_entered(self.slots[r].value)}, which a peer that finished never entered"
+                return f"rank {r} waits in {last_entered(self._read(r))}, which a peer that finished never entered"
         return ""
 
 

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from harness import targets
 from harness.procedure import RankResult, RunRequest, record_error, run_case
-from harness.protocol import Entered, RankInit, last_entered, ledger_text, receive, send
+from harness.protocol import Entered, Ledger, RankInit, last_entered, ledger_text, receive, send
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -86,7 +86,7 @@ class CollectiveLog:
 
     @property
     def latest(self) -> str:
-        return last_entered(self.text())
+        return last_entered(Ledger(self.ledger, self.returned, self.counts))
 
     def text(self) -> bytes:
         return ledger_text(self.ledger, self.returned, self.counts)

@@ -15,6 +15,7 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.pool import Pool, in_step
 from harness.procedure import RankResult
+from harness.protocol import Entered, ledger_text, read_ledger, read_slot
 
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
@@ -112,6 +113,26 @@ def test_in_step_needs_every_member_of_every_group_at_one_count() -> None:
     assert not in_step(ranks(dict([world]), dict([world, pair]), dict([world])))  # a member lacks the group
     assert not in_step(ranks(dict([world]), dict([world]), None))  # this torch did not say
     assert not in_step([*ranks(dict([world]), dict([world])), None])  # a rank did not return
+
+
+def test_a_ledger_copied_while_half_rewritten_is_never_misread() -> None:
+    """The controller copies a rank's shared ledger while the rank may be rewriting it: the new
+    text's start glued to the old one's end.  Every such splice must read as unknown (``None``)
+    or as a true ledger, never as a collective the rank did not enter at that place (a desync
+    that was not there)."""
+    def key(seq: int) -> str:
+        return f"all_gather(torch.{('float16', 'uint8', 'bfloat16')[seq % 3]}, shape=({seq % 5},))"
+
+    def text(last: int) -> bytes:
+        entries = [Entered(seq, key(seq), "", key(seq)) for seq in range(1, last + 1)]
+        return ledger_text(entries, False, {"": last})
+
+    old, new = text(79), text(80)  # past the slot's size: every entry shifts when one is added
+    spliced = [read_ledger(new[:cut] + old[cut:len(new)]) for cut in range(len(new))]
+    assert all(ledger is None or all(entry.key == key(entry.seq) for entry in ledger.entries) for ledger in spliced)
+    assert any(ledger is None for ledger in spliced)
+    torn = type("Slot", (), {"value": new[:100] + old[100:len(new)]})()
+    assert read_slot(torn).entries == []  # never a whole copy: nothing known, nothing decided
 
 
 def test_warm_ranks_are_reused_between_correct_cases(fault_pool: Pool) -> None:
