@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ from hypothesis import settings
 
 from harness import capabilities, files, profiles, repro
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, parse_dtypes
-from harness.finding import Finding
+from harness.finding import Finding, UnreproducedFaultWarning
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
 from harness.search import CheckReport, Progress, run_check
@@ -129,9 +130,17 @@ def check_gather(
     )
     pool = shared_pool(timeout)
     report = execute(options, pool, prepare(options, pool))
+    warn_unattributed(report)
     if report.verdict == "fail":
         raise AssertionError(failure_text(report))
     return report
+
+
+def warn_unattributed(report: CheckReport) -> None:
+    """A Python warning (:class:`~harness.finding.UnreproducedFaultWarning`) per hang or crash that
+    no replay reproduced: the check passes, and pytest lists these in its warnings summary."""
+    for line in report.warnings():
+        warnings.warn(line, UnreproducedFaultWarning, stacklevel=3)
 
 
 def target_of(gather: str | Callable) -> str:
@@ -274,4 +283,4 @@ def finding_text(finding: Finding) -> str:
 
 
 __all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "Prepared", "build_contract", "check_gather", "execute",
-           "failure_text", "finding_text", "prepare", "profile_settings", "target_of"]
+           "failure_text", "finding_text", "prepare", "profile_settings", "target_of", "warn_unattributed"]

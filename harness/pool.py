@@ -60,11 +60,22 @@ RANK_MEMORY_BYTES = 256 * 2**20
 
 
 class PoolError(RuntimeError):
-    """The pool itself could not start ranks (not a fault of the code under test)."""
+    """The harness could not start ranks or run its own helpers on them: never a fault of the
+    code under test.  The message says what failed and what to try; the CLI exits 3 with it."""
+
+
+class RankCallFailed(PoolError):
+    """A rank did not return from a helper call (it died, or was still running at the timeout);
+    ``ranks`` says how each such rank ended, the message also which call it was."""
+
+    def __init__(self, call: str, ranks: str) -> None:
+        super().__init__(f"{call}: {ranks}")
+        self.ranks = ranks
 
 
 class PoolGone(BaseException):
-    """The ranks are gone for good (a remote job that did not come back after a fault).
+    """The ranks are gone for good: a remote job that did not come back after a fault, or local
+    sets that would not start again.
 
     A ``BaseException``, like ``KeyboardInterrupt``, so that Hypothesis stops at once instead
     of taking it for a failure of the code under test and shrinking it; the CLI reports it
@@ -95,6 +106,12 @@ class RankFault:
             head = f"rank {self.rank} raised; last collective entered: {self.last_collective}"
             body = self.error
         return head + ("\n" + _indent(body.rstrip()) if body.strip() else "")
+
+    def headline(self) -> str:
+        """One line: what happened to the rank, with the last line it wrote if it died."""
+        head = self.describe().splitlines()[0]
+        last = next((line.strip() for line in reversed(self.log_tail.splitlines()) if line.strip()), "")
+        return f"{head} ({last})" if self.state == "died" and last else head
 
 
 @dataclass
@@ -318,11 +335,23 @@ class RankSet:
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
 
-    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult | None]:
+    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult]:
+        """Call ``target(*args)`` on every rank; :class:`RankCallFailed` says how a rank that did
+        not return ended (exit status or signal and its last words, or where it was stuck)."""
+        log_offsets = [_size(path) for path in self.logs]
         results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
-        if any(r is None or r.error for r in results) or not in_step(results):
+        returned = [res for res in results if res is not None]
+        if len(returned) < len(results):
+            dead = self._dead()
+            why = [self._death(r, self._last(r), log_offsets).headline() if dead[r]
+                   else f"rank {r} still running after {timeout:g} s; last collective entered: {self._last(r)}"
+                   for r, res in enumerate(results) if res is None]
             self.kill()
-        return results
+            raise RankCallFailed(f"calling {target} on a {self.backend}/{self.device} set of {self.world_size}",
+                                 "; ".join(why))
+        if any(res.error for res in returned) or not in_step(results):
+            self.kill()
+        return returned
 
     def _exchange(self, name: str, payload: Any, timeout: float, layout: tuple[tuple[int, ...], ...],
                   meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
@@ -463,8 +492,9 @@ class RankSets:
         raise NotImplementedError
 
     def call(self, world_size: int, target: str, *args: Any, backend: str = "gloo", device: str = "cpu",
-             timeout: float | None = None) -> list[RankResult | None]:
-        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails."""
+             timeout: float | None = None) -> list[RankResult]:
+        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails
+        (:class:`RankCallFailed` when one did not return)."""
         rank_set = self.rank_set(backend, device, world_size)
         return rank_set.call(target, args, self.timeout if timeout is None else timeout)
 
@@ -510,11 +540,27 @@ class Pool(RankSets):
             spares = self.spares.setdefault(key, [])
             current = spares.pop(0) if spares else self._new_set(key)
             self.sets[key] = current
-            current.await_ready(self.start_timeout)
+            current = self._started(key, current)
             while replacing and len(spares) < SPARES and self.live_ranks() + world_size <= self.max_ranks:
                 spares.append(self._new_set(key, background=True))  # starting while the next cases run
         self.sets[key] = current
         return current
+
+    def _started(self, key: tuple[str, str, int], rank_set: RankSet) -> RankSet:
+        """``rank_set`` once ready, or a second set started in its place: a start can fail for
+        the machine's passing reasons (memory, process limits, a loaded box), and retrying it is
+        safe; a second failure is the :class:`PoolError`, with what to try."""
+        try:
+            rank_set.await_ready(self.start_timeout)
+            return rank_set
+        except PoolError:
+            self.sets[key] = rank_set = self._new_set(key)
+        try:
+            rank_set.await_ready(self.start_timeout)
+        except PoolError as again:
+            raise PoolError(f"{again} (the second try; the first failed too): the machine may be short of memory "
+                            f"or processes; try again, or use fewer --world-sizes") from None
+        return rank_set
 
     def _new_set(self, key: tuple[str, str, int], *, background: bool = False) -> RankSet:
         """A set for ``key`` whose ranks are starting (not yet waited for)."""

@@ -10,8 +10,8 @@ output convention (or confirms the declared one).  Three outcomes:
 - it fits no convention: :class:`~harness.conventions.Misfit`, one line naming what came
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
-  failing :class:`~harness.pool.Outcome`, which the search reports as a finding at once,
-  without a minute of shrinking.
+  failing :class:`~harness.pool.Outcome`, which the search shrinks among cases of the probe's
+  dtype (the minimal case must not depend on whether the probe hit the bug first).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from harness import targets
 from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.conventions import Call, Misfit, plan_call
-from harness.pool import Outcome, RankSets
+from harness.pool import Outcome, RankCallFailed, RankSets
+from harness.procedure import RankResult
 from harness.targets import TargetError
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
@@ -67,11 +68,8 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
     Every rank of the smallest world the contract allows imports the target: they are the
     ranks the probe cases run on next.
     """
-    results = pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
-                        backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
-    result = next((res for res in results if res is None or res.error), results[0])
-    if result is None:
-        raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
+    results = _import_on_ranks(pool, target, contract)
+    result = next((res for res in results if res.error), results[0])
     if result.error:
         reason = (result.error or "").strip().splitlines()[-1].partition(": ")[2]
         if result.error_type == "Misfit":
@@ -80,6 +78,20 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
             raise TargetError(reason)
         raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
     return Call(**result.value)
+
+
+def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+    """Every rank's plan; a rank that died or hung importing the target gets a second chance on
+    fresh ranks (a loaded machine can kill or stall one), then it is the target's doing."""
+    why = ""
+    for _ in range(2):
+        try:
+            return pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
+                             backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
+        except RankCallFailed as failed:
+            why = failed.ranks
+    raise TargetError(f"target {target!r}: a rank importing it gave no answer, twice on fresh ranks (last: {why}); "
+                      f"a target must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
 
 
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:

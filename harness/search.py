@@ -43,6 +43,8 @@ from harness.pool import Outcome, RankSets, shared_pool
 REPEAT_EVERY = 4
 #: How many examples a search within a failing stratum may draw to find it again and shrink it.
 REFIND_EXAMPLES = 100
+#: A search that goes on after putting an unreproduced hang aside draws from seeds this far on.
+RESUMED_SEED_STEP = 1_000_003
 #: Shrinking stops after this many cases run since the first failure: a bound that does not
 #: move with the machine's speed, so the same seed shrinks to the same case on any machine.
 MAX_SHRINK_STEPS = 400
@@ -50,6 +52,15 @@ MAX_SHRINK_STEPS = 400
 
 class PropertyViolation(AssertionError):
     """Raised inside the Hypothesis test when a case breaks a property."""
+
+
+class _HarnessFailed(BaseException):
+    """Carries an exception of the harness itself (a set that will not start, a bug) out of the
+    Hypothesis test: a ``BaseException``, so Hypothesis stops at once instead of shrinking it."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 #: Where Hypothesis keeps a failure of each property: ``bits`` shares ``values``'s bucket, so a
@@ -97,6 +108,12 @@ class CheckReport:
     coverage: Coverage = field(default_factory=Coverage)
     #: What the target left behind on its ranks (threads, open files), one line per kind.
     leaks: list[str] = field(default_factory=list)
+    #: Hangs and crashes seen in the search that no replay reproduced: not the target's, not counted.
+    unattributed: list[Finding] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        """One line per :attr:`unattributed` finding: what was seen, and why it does not count."""
+        return [finding.warning() for finding in self.unattributed]
 
     @property
     def verdict(self) -> str:
@@ -126,6 +143,8 @@ class CheckReport:
             "convention": None if self.convention is None else self.convention.describe(),
             "notes": self.notes,
             "leaks": self.leaks,
+            "warnings": self.warnings(),
+            "unattributed": [finding.to_json() for finding in self.unattributed],
             "de_facto_gradient": self.de_facto_semantics(),
             "coverage": self.coverage.to_json(),
         }
@@ -151,8 +170,8 @@ def run_check(
     """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
-    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a target that
-    fails on the probe case itself is reported at once).  ``max_examples`` (default: the
+    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a failure on the
+    probe case itself is shrunk like a failing stratum's, and the search ends there).  ``max_examples`` (default: the
     profile's) counts strata and drawn examples together; ``duration_s`` replaces it with a
     time budget.  ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
     (see :meth:`_Session.search`); ``bits`` checks raw-byte identity on top
@@ -173,31 +192,30 @@ def run_check(
     active = profiles.keyed(profiles.for_the_pool(base_settings or settings()), f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
                        shrink_budget_s, collections.Counter() if track_semantics else None)
+    budget = max_examples or active.max_examples
+    deadline = None if duration_s is None else time.monotonic() + duration_s
     if probed.failed is not None:
-        report.findings = [session.probe_finding(probed.failed)]
-    else:
-        budget = max_examples or active.max_examples
+        report.findings = session.confirmed(session.probe_failed(probed.failed, strategies.cases(
+            contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device)))
+    if not report.findings:
         layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device, seed=seed or 0)
         if duration_s is None:
             layers = layers[: max(1, budget // 2)]
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        report.findings = session.strata(layers) or session.search(
-            strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device),
-            session.judge, max(1, budget - session.progress.examples), deadline)
+        report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
+                                                                device=device), session.judge, budget, deadline)
     report.examples = session.progress.examples
     report.leaks = session.leak_notes()
+    report.unattributed = session.unattributed
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, timeout, bits,
-                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None)
-        budget = max_examples or active.max_examples
+                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None,
+                          out_of_contract=True)
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        report.misuse_findings = misuse.search(
-            strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
+        report.misuse_findings = misuse.find(
+            [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
             misuse.judge_misuse, budget, deadline)
         report.misuse_examples = misuse.progress.examples
-    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
-        for finding in findings:
-            confirm.confirm(finding, session.replayer(out_of_contract))
+        report.unattributed += misuse.unattributed
     if session.semantics is not None:
         report.graded_cases = session.semantics.pop("", 0)
         report.de_facto = dict(session.semantics)
@@ -224,8 +242,14 @@ class _Session:
     progress: Progress = field(default_factory=Progress)
     #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
     leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
+    #: Misuse probes: replays judge a case out of contract (every rank must raise in time).
+    out_of_contract: bool = False
     failing: bool = False
     last: Outcome | None = None
+    #: Failures put aside: hangs and crashes that no replay reproduced (:meth:`Finding.attributed`).
+    unattributed: list[Finding] = field(default_factory=list)
+    #: How many times the search went on after putting such failures aside (each time from a new seed).
+    resumed: int = 0
 
     # -- judging one case ---------------------------------------------------------------------------
     def judge(self, case: Case) -> list[Violation]:
@@ -279,28 +303,63 @@ class _Session:
         return finding
 
     # -- the steps of a search -------------------------------------------------------------------------
-    def probe_finding(self, outcome: Outcome) -> Finding:
-        """The target failed on the probe's own case: that case is the finding (it is already tiny)."""
+    def probe_failed(self, outcome: Outcome, strategy: SearchStrategy[Case]) -> list[Finding]:
+        """The target failed on the probe's own case: shrunk like a failing stratum (among cases of
+        the probe's dtype), so the minimal case does not depend on whether the probe hit it first."""
         self.progress.examples += 1
         violations = check_outcome(outcome, bits=self.bits)
         self.progress.seen.append((outcome.case, violations[0].property))
-        return self._finding(outcome.case, violations, repeat=False)
+        self.last = outcome
+        return self._refind(strategy, outcome.case, violations, found_by="the calling-convention probe's own case",
+                            repeat=False)
 
-    def strata(self, layers: Sequence[strategies.Stratum]) -> list[Finding]:
-        """Each stratum's typical case, with the stability calls; a failure is shrunk within its stratum."""
-        for layer in layers:
+    def find(self, layers: list[strategies.Stratum], strategy: SearchStrategy[Case],
+             judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None) -> list[Finding]:
+        """The strata, then Hypothesis, until a failure the replays tie to the target or the budget is spent.
+
+        A hang or crash that no replay reproduces is put aside (:attr:`unattributed`), and the
+        search goes on with the rest of the strata and of the budget, from a new seed: a check
+        must not end, failed or passed, on the machine's hiccup.
+        """
+        while True:
+            drawn = self.strata(layers) or self.search(strategy, judge, max(1, budget - self.progress.examples),
+                                                       deadline)
+            findings = self.confirmed(drawn)
+            spent = self.progress.examples >= budget if deadline is None else time.monotonic() >= deadline
+            if findings or not drawn or spent:
+                return findings
+            self.resumed += 1
+
+    def confirmed(self, findings: list[Finding]) -> list[Finding]:
+        """``findings`` replayed (:func:`harness.confirm.confirm`); those the replays do not tie to
+        the target are put aside in :attr:`unattributed`, the rest returned."""
+        replay = self.replayer()
+        for finding in findings:
+            confirm.confirm(finding, replay)
+        self.unattributed += [finding for finding in findings if not finding.attributed()]
+        return [finding for finding in findings if finding.attributed()]
+
+    def strata(self, layers: list[strategies.Stratum]) -> list[Finding]:
+        """Each stratum's typical case, with the stability calls; a failure is shrunk within its
+        stratum.  Strata are taken off ``layers`` as they run: a search that goes on resumes there."""
+        while layers:
+            layer = layers.pop(0)
             self.failing = True  # strata always make the stability calls
             violations = self.judge(layer.case)
             self.failing = False
             if violations:
-                return self._refind(layer, violations)
+                return self._refind(layer.strategy, layer.case, violations,
+                                    found_by=f"the stratified examples ({layer.label})")
         return []
 
-    def _refind(self, layer: strategies.Stratum, violations: list[Violation]) -> list[Finding]:
-        found = self.search(layer.strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
-        unshrunk = self._finding(layer.case, violations, repeat=True)
+    def _refind(self, strategy: SearchStrategy[Case], case: Case, violations: list[Violation], *, found_by: str,
+                repeat: bool = True) -> list[Finding]:
+        """Search ``strategy`` (the cases like ``case``, which failed) for that failure again, and
+        shrink it there; ``case`` itself is reported, unshrunk, if the search never fails."""
+        unshrunk = self._finding(case, violations, repeat=repeat)  # now: what ran before it is the last history
+        found = self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
         for finding in found or [unshrunk]:
-            finding.stratum = layer.label
+            finding.found_by = found_by
         if not found:  # reported as drawn: the search within the stratum did not fail again
             unshrunk.shrink_cut_s, unshrunk.shrink_cut = 0.0, "before shrinking: a search within its stratum did not fail again"
         return found or [unshrunk]
@@ -328,7 +387,10 @@ class _Session:
                 event(label)
             repeat = self._repeats(case)
             started = time.monotonic()
-            violations = judge(case)
+            try:
+                violations = judge(case)
+            except Exception as error:  # the harness's own: stop now, never shrink it as the target's
+                raise _HarnessFailed(error) from error
             if violations:
                 clock.failed(time.monotonic() - started, violations[0].kind)
                 self.failing = True
@@ -341,11 +403,14 @@ class _Session:
             batch = budget if deadline is None else min(budget, 200)
             # ``seed`` first: it switches the database off, and the settings applied after it
             # (ours, with the database) replace that; saved failures are replayed first.
-            test = settings(self.settings, max_examples=batch)(hypothesis.seed(self.seed + run)(given(strategy)(body)))
+            seed = self.seed + run + RESUMED_SEED_STEP * self.resumed
+            test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
             try:
                 test()
             except PropertyViolation:
                 pass
+            except _HarnessFailed as failed:
+                raise failed.error from None
             except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
                 inconsistent = isinstance(group, FlakyFailure)
                 _reraise_unless_violations(group)
@@ -359,8 +424,9 @@ class _Session:
         return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
 
     # -- replays for the confirmation -------------------------------------------------------------------
-    def replayer(self, out_of_contract: bool) -> confirm.Replay:
+    def replayer(self) -> confirm.Replay:
         """Run a case on fresh ranks after a history, and judge it alone (in or out of contract)."""
+        out_of_contract = self.out_of_contract
 
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)

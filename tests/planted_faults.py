@@ -109,3 +109,32 @@ def leaves_global_state(x: torch.Tensor, dim: int) -> torch.Tensor:
     torch.set_default_dtype(torch.float64)
     torch.set_grad_enabled(False)
     return y
+
+
+# -- hangs the confirmation must tell apart: the machine's, the target's, the target's history's ------
+
+
+HICCUP_MARKER = "planted-hiccup.done"
+
+
+def hiccup_once(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A stand-in for the machine stalling a rank once: rank 1 hangs on the first 2-d case that
+    runs with this working directory (a marker file there remembers it), never again."""
+    if dist.get_rank() == 1 and x.dim() >= 2 and not os.path.exists(HICCUP_MARKER):
+        open(HICCUP_MARKER, "w").close()
+        time.sleep(10_000)
+    return correct(x, dim)
+
+
+_SAW_FLOAT64: list[bool] = []
+
+
+def hangs_after_float64(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """State kept between calls: once rank 1 has gathered float64, it hangs on any other dtype."""
+    if dist.get_rank() == 1:
+        if x.dtype == torch.float64:
+            _SAW_FLOAT64.append(True)
+        elif _SAW_FLOAT64:
+            time.sleep(10_000)
+    return correct(x, dim)
+

@@ -254,13 +254,16 @@ def test_a_misfit_is_exit_2_with_one_line_in_seconds(pool, capsys: pytest.Captur
     assert elapsed < MISFIT_LIMIT_S
 
 
-def test_an_exception_inside_the_target_is_a_finding_reported_at_once(pool, capsys: pytest.CaptureFixture[str],
-                                                                      tmp_path: Path) -> None:
+def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
+        pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It fails on the probe's own case (W=2, 3 elements per rank), and is shrunk from there."""
     started = time.monotonic()
     status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:name_error_at_two_ranks", "--repro-dir",
                        str(tmp_path), "--quiet"])
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out
     assert status == 1 and elapsed < MISFIT_LIMIT_S, out
-    assert "FAIL: 1 property violated (values) in 1 examples" in out
-    assert "NameError: name 'undefined_helper' is not defined" in out and "case: W=2 " in out
+    assert "FAIL: 1 property violated (values) in " in out
+    assert "NameError: name 'undefined_helper' is not defined" in out
+    assert "case: W=2 gloo/cpu float32 dim=0 grad=none | r0 (0,) iota | r1 (0,) iota" in out, out
+    assert "found first by the calling-convention probe's own case" in out

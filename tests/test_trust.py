@@ -21,15 +21,17 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from benchmarks import shrinking
 from harness import catalogue_report, confirm, repro, strategies
-from harness.api import profile_settings
+from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
-from harness.finding import Finding
+from harness.conventions import Call
+from harness.finding import Finding, UnreproducedFaultWarning
 from harness.pool import Outcome
 from harness.procedure import RankResult, record_error
-from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +103,54 @@ def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
     assert not any("machine" in line for line in hang.notes())
 
 
+# -- a finding is the target's, shown by a replay, or it is not one ------------------------------------
+
+FAULTS = f"{ROOT}/tests/planted_faults.py"
+
+
+def test_a_hang_no_replay_reproduces_passes_with_a_warning(tmp_path: Path) -> None:
+    """A one-off stall of a rank (planted: the first 2-d case hangs, once per directory) is not the
+    target's: exit 0, a warning line, a JSON warning; the search goes on to its full budget."""
+    out = tmp_path / "check.json"
+    done = subprocess.run([sys.executable, "-m", "harness", "check", f"{FAULTS}:hiccup_once", "--max-examples", "30",
+                           "--timeout", "2", "--world-sizes", "2-2", "--seed", "3", "--json", str(out), "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "planted-hiccup.done").exists()  # the hang did happen
+    [warning] = [line for line in done.stdout.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith("warning: a hang on W=") and "never came back in 3 replays" in warning, warning
+    document = json.loads(out.read_text())
+    assert document["verdict"] == "pass" and document["violations"] == [] and document["examples"] >= 30
+    assert [w["status"] for w in document["unattributed"]] == ["not reproduced"] and document["warnings"]
+
+
+def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
+    case = Case(ranks=(RankSpec((3,)), RankSpec((3,))))
+    hang = Finding("no-hang-no-crash", "hang", case, "hang: no rank returned", [], status="not reproduced",
+                   replays=(0, 3))
+    report = CheckReport("t:f", Contract(), 10, 1.0, [], unattributed=[hang])
+    assert report.verdict == "pass" and report.to_json()["warnings"] == [hang.warning()]
+    with pytest.warns(UnreproducedFaultWarning, match="is not counted: it never came back in 3 replays"):
+        warn_unattributed(report)
+
+
+def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
+    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=1.0, pool=pool, seed=1,
+                       base_settings=CI, shrink_budget_s=2.0)
+    [finding] = report.findings
+    assert (finding.property, finding.kind, finding.status) == ("no-hang-no-crash", "hang", "confirmed")
+    assert not report.unattributed
+
+
+def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
+    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=1.0, pool=pool, seed=1,
+                       base_settings=CI, shrink_budget_s=3.0)
+    [finding] = report.findings
+    assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding.text()
+    assert [case.dtype for case, _ in finding.history] == ["float64"]
+    assert finding.case.dtype != "float64" and not report.unattributed
+
+
 def test_a_rank_that_raised_lands_in_one_place_whether_its_peers_blocked_or_returned() -> None:
     """Rank 1 raised in the backward; rank 0 either waited for it (a fault) or returned (with no
     output here): a race between them, which must not change the property (and the bucket
@@ -112,6 +162,16 @@ def test_a_rank_that_raised_lands_in_one_place_whether_its_peers_blocked_or_retu
     for violations in (blocked, returned):
         assert (violations[0].property, violations[0].kind, violations[0].rank) == ("gradients", "exception", 1)
     assert "rank 0 did not return" in blocked[0].message
+
+
+@pytest.mark.parametrize("scenario", list(shrinking.SCENARIOS))
+def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: str) -> None:
+    """Seeds 0-1 here (``benchmarks/shrinking.py`` runs 0-9): one finding, at most 3 ranks and 2
+    elements per rank, not cut short -- whether the failure races (a rank raising while its peers
+    wait, or not) and whether the probe's own case fails first."""
+    for seed in range(2):
+        report = shrinking.check(pool, scenario, seed)
+        assert shrinking.shrunk(report), (seed, [finding.text() for finding in report.findings])
 
 
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
@@ -138,6 +198,22 @@ def test_a_bug_confined_to_a_stratum_is_found_for_every_seed(pool, bug: str, str
         run = layers[: CI.max_examples // 2]
         [layer] = [layer for layer in run if layer.label == stratum]
         assert check_outcome(pool.run(layer.case, f"{BUGS}:{bug}")), f"seed {seed}: {layer.case.describe()}"
+
+
+def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) -> None:
+    """sentence-transformers' gather (torch.distributed.nn's backward on gloo) is wrong only for a
+    transposed cotangent on a 2-d input: among the strata a default run makes (half its 100
+    examples), some input x cotangent layout stratum fails, for each of 10 seeds."""
+    contract = Contract(ragged=False, dims="0", grad="sum")
+    dtypes = tuple(d for d in contract.dtypes if d != "int16")
+    call = Call(dim="")
+    for seed in range(10):
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
+        layouts = [layer for layer in layers[: CI.max_examples // 2] if layer.label.startswith("every rank: input")]
+        assert len(layouts) == 11
+        failing = [layer.label for layer in layouts
+                   if check_outcome(pool.run(layer.case, f"{BUGS}:all_gather_with_grad", call=call))]
+        assert failing and all("cotangent transposed" in label for label in failing), (seed, failing)
 
 
 def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
