@@ -60,6 +60,8 @@ _MEASURED: dict[tuple[str, str], Capabilities] = {}
 
 #: How many times the probe runs (on fresh ranks each time) before its failure is reported.
 TRIES = 2
+#: What the ranks run to measure (a self-test plants a probe that dies here).
+PROBE_TARGET = "harness.capabilities:probe_on_rank"
 
 
 def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
@@ -81,8 +83,7 @@ def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
     why = ""
     for _ in range(TRIES):
         try:
-            first = pool.call(world, "harness.capabilities:probe_on_rank", device, backend=backend, device=device,
-                              timeout=60)[0]
+            first = pool.call(world, PROBE_TARGET, device, backend=backend, device=device, timeout=60)[0]
         except RankCallFailed as failed:
             why = str(failed)
             continue

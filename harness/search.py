@@ -3,13 +3,18 @@
 This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
 catalogue report.  A search runs in three steps:
 
-1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class
-   and per shape class, first, so a bug confined to one of them is found within any budget;
+1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class,
+   per shape class and per input x cotangent layout, first, so a bug confined to one of them
+   is found within any budget;
 2. **Hypothesis** draws the rest of the budget; each property raises its own exception type,
-   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property;
-   a stratum that failed is shrunk by a search within that stratum;
+   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property
+   (a rank that raised counts under its phase's property, however its peers fared, so a race
+   between ranks cannot move a failure to another one); a stratum that failed is shrunk by a
+   search within that stratum;
 3. **confirmation** (:mod:`harness.confirm`): every finding is replayed alone on fresh ranks,
-   after its history, with uniform layouts, and labelled with what that showed.
+   after its history, with uniform layouts, and labelled with what that showed; a hang or
+   crash that came back in no replay is not the target's as far as anything shows: it is put
+   aside with a warning, and the search goes on with the rest of its budget.
 
 Calls of the target are costly, so the companion and repeat calls of the stability
 properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
@@ -171,7 +176,8 @@ def run_check(
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
     and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a failure on the
-    probe case itself is shrunk like a failing stratum's, and the search ends there).  ``max_examples`` (default: the
+    probe case itself is shrunk like a failing stratum's, and ends the search unless its replays
+    put it aside).  ``max_examples`` (default: the
     profile's) counts strata and drawn examples together; ``duration_s`` replaces it with a
     time budget.  ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
     (see :meth:`_Session.search`); ``bits`` checks raw-byte identity on top

@@ -138,3 +138,25 @@ def hangs_after_float64(x: torch.Tensor, dim: int) -> torch.Tensor:
             time.sleep(10_000)
     return correct(x, dim)
 
+
+# -- failures of the harness's own steps (what must exit 3, or be retried) ------------------------------
+
+
+def probe_dies(device: str = "cpu") -> None:
+    """A capability probe whose rank 0 dies, as one killed for memory would."""
+    if dist.get_rank() == 0:
+        os._exit(9)
+
+
+def probe_dies_once(device: str = "cpu") -> dict:
+    """Dies like :func:`probe_dies` the first time in this working directory, then probes for real."""
+    if not os.path.exists(HICCUP_MARKER):
+        dist.barrier()  # both ranks see the marker missing before rank 0 creates it
+        if dist.get_rank() == 0:
+            open(HICCUP_MARKER, "w").close()
+            os._exit(9)
+        return {}
+    from harness.capabilities import probe_on_rank
+
+    return probe_on_rank(device)
+

@@ -18,18 +18,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 from hypothesis import settings
 
-from benchmarks import shrinking
-from harness import catalogue_report, confirm, repro, strategies
+from benchmarks import concurrency, shrinking
+from harness import capabilities, catalogue_report, cli, confirm, repro, search, strategies
 from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.finding import Finding, UnreproducedFaultWarning
-from harness.pool import Outcome
+from harness.pool import Outcome, Pool
 from harness.procedure import RankResult, record_error
 from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
@@ -172,6 +173,69 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
     for seed in range(2):
         report = shrinking.check(pool, scenario, seed)
         assert shrinking.shrunk(report), (seed, [finding.text() for finding in report.findings])
+
+
+# -- the harness's own failures: retried where safe, then exit 3 with one line -------------------------
+
+
+def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(capabilities, "_MEASURED", {})
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies")
+    status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 3 and err.count("\n") == 1, err
+    assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
+                          "calling tests.planted_faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+                          "status 9"), err
+
+
+def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
+    monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
+    monkeypatch.setattr(capabilities, "_MEASURED", {})
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies_once")
+    with Pool(timeout=5.0) as fresh:
+        assert capabilities.measure(fresh).supports("float32")
+    assert (tmp_path / "planted-hiccup.done").exists()
+
+
+def test_an_internal_error_exits_3_at_once_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug of the harness inside the Hypothesis search stops it at once (never shrunk as the target's)."""
+    raised: list[Case] = []
+
+    def broken(outcome: Outcome, **_: object) -> list:
+        if hypothesis.currently_in_test_context():
+            raised.append(outcome.case)
+            raise KeyError("planted")
+        return check_outcome(outcome)
+
+    monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
+    monkeypatch.setattr(search, "check_outcome", broken)
+    status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
+    err = capsys.readouterr().err
+    assert status == 3 and err.count("\n") == 1 and len(raised) == 1, err
+    assert err.startswith("harness error: internal error KeyError: 'planted' at test_trust.py:"), err
+    assert "KeyError: 'planted'" in (tmp_path / "internal-error.txt").read_text()
+
+
+def test_the_concurrency_benchmark_counts_what_it_says(tmp_path: Path) -> None:
+    """Its counting only (the benchmark itself runs hundreds of commands: not part of the suite)."""
+    correct = concurrency.Start(concurrency.CORRECT, pytest=False, cwd=".")
+    buggy = concurrency.Start(concurrency.BUGGY, pytest=True, cwd=".")
+    tally = concurrency.Tally()
+    tally.add(correct, 0, "")
+    tally.add(buggy, 1, "FAIL ...")
+    assert tally.met and tally.row("x")[1:4] == ("2", "0: 1, 1: 1", "0")
+    tally.add(correct, 1, "")
+    tally.add(buggy, 0, "")
+    tally.add(correct, 3, "harness error: ...")
+    tally.add(correct, 0, "warning\nTraceback (most recent call last):\n  File ...\nRuntimeError: boom")
+    assert (tally.crashes, tally.harness_errors, tally.spurious, tally.missed) == (2, 1, 1, 1) and not tally.met
+    assert tally.first_crash == "exit 3: harness error: ..."
+    assert [start.cwd.endswith("round-0") for start in concurrency.plan(0, 2, str(tmp_path))] == [True] * 3
+    assert len({start.cwd for start in concurrency.plan(1, 2, str(tmp_path))}) == 3
 
 
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
