@@ -81,7 +81,7 @@ def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, ba
                 output=_output(contract))
 
 
-def _layout_classes(contract: Contract, names: list[str], rng: random.Random, backend: str,
+def _layout_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
                     device: str) -> list[Stratum]:
     """Every input layout × cotangent layout on 2-d inputs, each with every rank alike, then
     ranks holding different ones (two rotations): a bug confined to, say, a transposed cotangent
