@@ -738,12 +738,12 @@ def in_step(results: list[RankResult | None]) -> bool:
     """
     counts: dict[str, dict[int, int]] = {}
     members: dict[str, tuple[int, ...]] = {}
-    for res in results:
+    for rank, res in enumerate(results):  # by place: a helper that formed the group reports rank 0 everywhere
         if res is None or res.sequences is None:
             return False
         for name, (ranks, count) in res.sequences.items():
             members[name] = ranks
-            counts.setdefault(name, {})[res.rank] = count
+            counts.setdefault(name, {})[rank] = count
     return all(set(counts[name]) == set(ranks) and len(set(counts[name].values())) == 1
                for name, ranks in members.items())
 

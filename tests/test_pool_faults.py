@@ -105,7 +105,8 @@ def test_ranks_that_went_out_of_step_are_replaced(fault_pool: Pool) -> None:
 
 def test_in_step_needs_every_member_of_every_group_at_one_count() -> None:
     def ranks(*sequences: dict | None) -> list:
-        return [RankResult(rank=r, sequences=s) for r, s in enumerate(sequences)]
+        # a helper that formed the group itself reports rank 0 on every rank: results count by place
+        return [RankResult(rank=0, sequences=s) for s in sequences]
 
     world, pair = ("0", ((0, 1, 2), 4)), ("1", ((1, 2), 2))
     assert in_step(ranks(dict([world]), dict([world, pair]), dict([world, pair])))

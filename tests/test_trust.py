@@ -136,7 +136,7 @@ def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
 
 
 def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
-    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=1.0, pool=pool, seed=1,
+    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
     [finding] = report.findings
     assert (finding.property, finding.kind, finding.status) == ("no-hang-no-crash", "hang", "confirmed")
@@ -144,8 +144,9 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
 
 
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
-    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=1.0, pool=pool, seed=1,
-                       base_settings=CI, shrink_budget_s=3.0)
+    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=2.0, pool=pool, seed=1,
+                       base_settings=CI, shrink_budget_s=2.0)
+    assert len(report.findings) == 1, (report.examples, report.warnings(), [f.text() for f in report.unattributed])
     [finding] = report.findings
     assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding.text()
     assert [case.dtype for case, _ in finding.history] == ["float64"]
