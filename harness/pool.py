@@ -68,9 +68,11 @@ class RankCallFailed(PoolError):
     """A rank did not return from a helper call (it died, or was still running at the timeout);
     ``ranks`` says how each such rank ended, the message also which call it was."""
 
-    def __init__(self, call: str, ranks: str) -> None:
+    def __init__(self, call: str, ranks: str, *, died: bool) -> None:
         super().__init__(f"{call}: {ranks}")
         self.ranks = ranks
+        #: Every rank that did not return had died (none was still running at the timeout).
+        self.died = died
 
 
 class PoolGone(BaseException):
@@ -348,7 +350,7 @@ class RankSet:
                    for r, res in enumerate(results) if res is None]
             self.kill()
             raise RankCallFailed(f"calling {target} on a {self.backend}/{self.device} set of {self.world_size}",
-                                 "; ".join(why))
+                                 "; ".join(why), died=all(dead[r] for r, res in enumerate(results) if res is None))
         if any(res.error for res in returned) or not in_step(results):
             self.kill()
         return returned

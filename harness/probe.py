@@ -81,17 +81,28 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
 
 
 def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
-    """Every rank's plan; a rank that died or hung importing the target gets a second chance on
-    fresh ranks (a loaded machine can kill or stall one), then it is the target's doing."""
-    why = ""
-    for _ in range(2):
-        try:
-            return pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
-                             backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
-        except RankCallFailed as failed:
-            why = failed.ranks
-    raise TargetError(f"target {target!r}: a rank importing it gave no answer, twice on fresh ranks (last: {why}); "
-                      f"a target must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
+    """Every rank's plan; a rank that died importing the target gets a second chance on fresh
+    ranks (a crowded machine can kill one), then it is the target's doing; one still importing
+    after :data:`IMPORT_TIMEOUT_S` gets none."""
+    try:
+        return _plan_on_every_rank(pool, target, contract)
+    except RankCallFailed as failed:
+        if not failed.died:
+            raise _no_answer(target, failed, "") from None
+    try:
+        return _plan_on_every_rank(pool, target, contract)
+    except RankCallFailed as failed:
+        raise _no_answer(target, failed, ", the second time on fresh ranks") from None
+
+
+def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+    return pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
+                     backend=contract.backends[0], device=contract.devices[0], timeout=IMPORT_TIMEOUT_S)
+
+
+def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
+    return TargetError(f"target {target!r}: a rank importing it gave no answer{when} ({failed.ranks}); a target "
+                       f"must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
 
 
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
