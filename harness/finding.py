@@ -111,7 +111,10 @@ class Finding:
         if self.kind == "hang":
             return ("a hang that never came back may be the machine's, not the target's: a busy machine can "
                     "run past the case timeout; rerun with a larger --timeout to tell")
-        return "the target is nondeterministic"
+        if self.kind == "crash":
+            return "a rank that died once may have been the machine's doing (killed for memory, say)"
+        return ("what is shown above is what the target's own calls did in the search, once: a failure that "
+                "comes and goes")
 
     def text(self) -> str:
         """The counterexample as printed: the violations, then the notes."""
