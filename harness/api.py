@@ -10,7 +10,10 @@ Use it from another project's test suite::
 ``check_gather`` returns the :class:`~harness.search.CheckReport` when no counterexample was
 found and raises ``AssertionError`` whose text is the counterexample otherwise: the property
 violated, the minimal case, what each rank got versus the reference, and the path of a
-standalone repro script.  The target is always imported by a rank process, never by the
+standalone repro script.  A hang or crash that no replay reproduced is not a counterexample:
+it comes as a :class:`~harness.finding.UnreproducedFaultWarning`.  When the harness itself
+cannot run (ranks that will not start, its capability probe failing twice) it raises
+:class:`~harness.pool.PoolError`, never ``AssertionError``.  The target is always imported by a rank process, never by the
 caller's process, so a gather that hangs or aborts cannot take the test run down with it.
 
 A check goes through the same three steps from every front end, so they cannot drift apart:
