@@ -13,9 +13,12 @@ is the verdict (what broke, where, and the short repro to run), then the propert
 the minimal case, what each rank got versus the reference, the repro scripts, the seed and
 the commands that run the check again.  Notes (a differentiable target checked without a
 gradient contract, an in-place write into the input) are issued as :class:`GatherNote`
-warnings, which pytest lists in its warnings summary.  The target is always imported by a
-rank process, never by the caller's process, so a gather that hangs or aborts cannot take
-the test run down with it.
+warnings, and a hang or crash that no replay reproduced as an
+:class:`~harness.finding.UnreproducedFaultWarning`: it is not a counterexample.  pytest lists
+both in its warnings summary.  When the harness itself cannot run (ranks that will not start,
+its capability probe failing twice) it raises :class:`~harness.pool.PoolError`, never
+``AssertionError``.  The target is always imported by a rank process, never by the caller's
+process, so a gather that hangs or aborts cannot take the test run down with it.
 
 A check goes through the same three steps from every front end, so they cannot drift apart:
 :func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
@@ -38,7 +41,7 @@ from hypothesis import settings
 
 from harness import capabilities, files, hints, minimal_repro, profiles, repro, targets
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, literal_kwargs, parse_dtypes
-from harness.finding import Finding
+from harness.finding import Finding, UnreproducedFaultWarning
 from harness.output import examples_text
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
@@ -155,6 +158,7 @@ def check_gather(
     report = execute(options, pool, prepare(options, pool))
     for note in note_warnings(report):
         warnings.warn(note, stacklevel=_first_frame_outside_harness())
+    warn_unattributed(report)
     if report.verdict == "fail":
         raise AssertionError(failure_text(report, options, rerun=rerun_commands(options)))
     return report
@@ -209,6 +213,13 @@ def check_command(options: CheckOptions) -> str:
     args += ["--probe-misuse"] if options.probe_misuse else []
     args += [] if options.profile is None else ["--profile", options.profile]
     return shlex.join([*args, "--seed", str(options.seed or 0)])
+
+
+def warn_unattributed(report: CheckReport) -> None:
+    """A Python warning (:class:`~harness.finding.UnreproducedFaultWarning`) per hang or crash that
+    no replay reproduced: the check passes, and pytest lists these in its warnings summary."""
+    for line in report.warnings():
+        warnings.warn(line, UnreproducedFaultWarning, stacklevel=_first_frame_outside_harness())
 
 
 def target_of(gather: str | Callable) -> str:
@@ -384,4 +395,4 @@ def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: st
 
 __all__ = ["CASE_NOTATION", "CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "build_contract",
            "check_command", "check_gather", "execute", "failure_text", "finding_text", "prepare",
-           "note_warnings", "profile_settings", "rerun_commands", "target_of"]
+           "note_warnings", "profile_settings", "rerun_commands", "target_of", "warn_unattributed"]

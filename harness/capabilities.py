@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from harness.contract import ALL_DTYPES
+from harness.pool import PoolError, RankCallFailed
 from harness.rank import case_device
 
 if TYPE_CHECKING:
@@ -57,18 +58,41 @@ class Capabilities:
 _MEASURED: dict[tuple[str, str], Capabilities] = {}
 
 
+#: How many times the probe runs (on fresh ranks each time) before its failure is reported.
+TRIES = 2
+#: What the ranks run to measure (a self-test plants a probe that dies here).
+PROBE_TARGET = "harness.capabilities:probe_on_rank"
+
+
 def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
     """The capability matrix of ``backend``/``device``, probed on ranks of ``pool`` once per process."""
     key = (backend, device)
     if key not in _MEASURED:
-        world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
-        results = pool.call(world, "harness.capabilities:probe_on_rank", device, backend=backend, device=device,
-                            timeout=60)
-        first = results[0]
-        if first is None or first.error:
-            raise RuntimeError(f"capability probe failed on {backend}/{device}: {first.error if first else 'rank died'}")
-        _MEASURED[key] = Capabilities(backend, device, torch.__version__, first.value)
+        _MEASURED[key] = _probe(pool, backend, device)
     return _MEASURED[key]
+
+
+def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
+    """Run :func:`probe_on_rank` on the pool's ranks.
+
+    The probe is the harness's own code on its own ranks, so its failure is never the target's:
+    it is tried again on fresh ranks (harmless: it only reads), then reported as a
+    :class:`~harness.pool.PoolError` naming what went wrong.
+    """
+    world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
+    why = ""
+    for _ in range(TRIES):
+        try:
+            first = pool.call(world, PROBE_TARGET, device, backend=backend, device=device, timeout=60)[0]
+        except RankCallFailed as failed:
+            why = str(failed)
+            continue
+        if not first.error:
+            return Capabilities(backend, device, torch.__version__, first.value)
+        why = f"rank {first.rank} raised {(first.error or '').strip().splitlines()[-1]}"
+    raise PoolError(f"the capability probe of {backend}/{device} failed {TRIES} times, each on fresh ranks "
+                    f"(last: {why}); nothing was checked: run the command again, and if it fails the same way, "
+                    f"report it with this line")
 
 
 def probe_on_rank(device: str = "cpu") -> dict[tuple[str, str], str]:

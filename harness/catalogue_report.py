@@ -131,7 +131,8 @@ def _tag(finding: Finding) -> str:
 def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
         timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
         html_path: str | None = None, quiet: bool = False) -> int:
-    """Check the selected variants, print the table and the capability matrix; 0 if all were checked.
+    """Check the selected variants, print the table and the capability matrix; 0 if all were checked, 3 if
+    the harness could not check one (its row says why: that is no verdict on the variant).
 
     ``variants`` is a comma list of catalogue names (``None``: all); the rest are the
     command's options (see ``python -m harness report --help``).  Each variant runs with its
@@ -163,17 +164,22 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
                                                 "torch": torch.__version__, "examples per variant": str(max_examples),
                                                 "duration": f"{elapsed:.0f} s"}, findings)
     write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
-    return 1 if any(row.report is None for row in rows) else 0
+    return 3 if any(row.report is None for row in rows) else 0  # a row the harness could not check
 
 
 def intermittent_lines(rows: list[Row]) -> list[str]:
-    """The findings kept out of the table because they did not fail on every replay."""
+    """The findings kept out of the table because they did not fail on every replay, and the
+    hangs and crashes no replay reproduced (not the variants', as far as anything shows)."""
     lines = [f"- {row.spec.name}: {finding.property}: {finding.notes()[0] if finding.notes() else finding.status}; "
              f"case {finding.case.describe()}; {finding.message.splitlines()[2].strip()[:160]}"
              for row in rows for finding in row.intermittent()]
-    if not lines:
-        return []
-    return ["intermittent findings (failed in some replays only, so not in the table):\n" + "\n".join(lines)]
+    unattributed = [f"- {row.spec.name}: {line}" for row in rows if row.report for line in row.report.warnings()]
+    notes = []
+    if lines:
+        notes.append("intermittent findings (failed in some replays only, so not in the table):\n" + "\n".join(lines))
+    if unattributed:
+        notes.append("not counted (a hang or crash that no replay reproduced):\n" + "\n".join(unattributed))
+    return notes
 
 
 def not_checked_lines() -> str:

@@ -68,14 +68,40 @@ class Violation:
 
 
 def check_outcome(outcome: Outcome, *, bits: bool = True) -> list[Violation]:
-    """Every in-contract property, for every rank; empty when the case passed."""
+    """Every in-contract property, for every rank; empty when the case passed.
+
+    A rank that raised is reported under the property of the phase it raised in, first,
+    whether its peers then blocked (a fault of kind ``exception``) or returned: which of the
+    two the controller sees can be a race (a peer going on alone through collectives on
+    empty tensors may finish or be caught waiting), and the same failure must land in the
+    same place every time, or shrinking it would stop at the first flip.
+    """
+    if outcome.fault == "exception":
+        return _raised_while_others_wait(outcome)
     if outcome.fault:
         return [Violation("no-hang-no-crash", outcome.fault, None, outcome.describe_fault())]
     violations: list[Violation] = []
     for result in outcome.results:
         assert result is not None  # no fault means every rank returned
         violations += check_result(outcome.case, result, bits=bits)
-    return sorted(violations, key=lambda v: (PROPERTIES.index(v.property), v.rank if v.rank is not None else -1))
+    return sorted(violations, key=_reported_order)
+
+
+def _reported_order(violation: Violation) -> tuple[bool, int, int]:
+    """Exceptions first (the earliest phase first), then by property and rank."""
+    return (violation.kind != "exception", PROPERTIES.index(violation.property),
+            violation.rank if violation.rank is not None else -1)
+
+
+def _raised_while_others_wait(outcome: Outcome) -> list[Violation]:
+    """The ranks that raised, each under its phase's property; the first says where the others waited."""
+    raised = sorted((_raised(result) for result in outcome.errors), key=_reported_order)
+    waiting = [fault.describe() for fault in outcome.faults if fault.state != "raised"]
+    if not waiting:  # not diagnosed (a search step): who did not return is all that is known
+        waiting = [f"rank {r} did not return" for r, result in enumerate(outcome.results) if result is None]
+    first = raised[0]
+    note = "meanwhile, waiting for the rank(s) that raised:\n" + _indent("\n".join(waiting))
+    return [Violation(first.property, first.kind, first.rank, f"{first.message}\n{note}"), *raised[1:]]
 
 
 def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[Violation]:

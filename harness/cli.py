@@ -7,7 +7,9 @@ keys may be added to, never changed.  Exit status:
 - 1: a counterexample (wrong values or gradients, a hang, a crash, a misuse failure);
 - 2: the target could not be loaded or the arguments are wrong: one line on stderr, nothing
   else (argparse's usage dump is replaced, tracebacks are never shown);
-- 3 (added): the harness itself could not run, e.g. the rank pool did not start;
+- 3 (added): the harness itself could not run (the rank pool did not start twice, its
+  capability probe failed twice, or its own code failed): one ``harness error:`` line saying
+  what failed and what to try;
 - 130 (added): interrupted.
 
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
@@ -23,6 +25,7 @@ import argparse
 import os
 import random
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -75,6 +78,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of the harness: exit 3 with one line, never 1, never a bare traceback
+        print(f"harness error: {internal_error(exc)}", file=sys.stderr)
+        return 3
+
+
+def internal_error(exc: Exception) -> str:
+    """One line for a failure of the harness's own code; its traceback goes to a file it names."""
+    path = files.default_path("internal-error.txt")
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    try:
+        files.write_atomically(path, "".join(traceback.format_exception(exc)))
+        saved = f"the traceback is in {path}"
+    except OSError:
+        saved = "its traceback could not be saved"
+    at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+    return (f"internal error {type(exc).__name__}: {one_line(exc)}{at}; {saved}; nothing was decided about the "
+            f"target: run the command again, and if it fails the same way, report it with that file")
 
 
 def check_before_starting(args: argparse.Namespace) -> None:
@@ -245,6 +265,7 @@ def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared
                  f"in {counts}"]
     lines += [f"note: {note}" for note in result.notes if note not in prepared.probe.notes]
     lines += [f"leak: {leak}" for leak in result.leaks]
+    lines += [f"warning: {warning}" for warning in result.warnings()]
     lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.findings]
     if options.probe_misuse:
         lines.append(_misuse_summary(result))

@@ -19,6 +19,15 @@ from harness.stacks import user_frames
 
 #: Statuses whose findings are facts about every run (the report's table), not about some.
 REPRODUCIBLE = ("confirmed", "history-dependent")
+#: Fault kinds that carry nothing of the target's own: no traceback, no wrong bytes, no
+#: collective it entered out of turn.  A busy machine (a rank stalled past the timeout, or
+#: killed for memory) or the harness itself can produce them, so they count against the target
+#: only once a replay has reproduced them.
+UNEXPLAINED_KINDS = ("hang", "crash")
+
+
+class UnreproducedFaultWarning(UserWarning):
+    """A hang or crash was seen once but never again, alone or after its history: not counted."""
 
 
 @dataclass
@@ -45,15 +54,30 @@ class Finding:
     condition: str = ""
     shrink_cut_s: float | None = None
     shrink_cut: str = ""
-    #: Hypothesis saw the same case pass and fail (or fail differently): it stopped shrinking there.
+    #: Hypothesis saw a case pass and fail (or fail differently) when run again: it stopped shrinking
+    #: there; the notes say what the replays showed, never a guess at why.
     inconsistent: bool = False
-    stratum: str = ""
+    #: Which fixed example failed first when not a drawn one: a stratum, or the probe's own case.
+    found_by: str = ""
     #: One-line suggestions, each tested on the ranks (:mod:`harness.hints`).
     hints: list[str] = field(default_factory=list)
 
     def reproducible(self) -> bool:  # a method: the field ``property`` shadows the builtin here
         """Whether the finding fails on every run, alone or after its history."""
         return self.status in REPRODUCIBLE
+
+    def attributed(self) -> bool:
+        """Whether the replays tie this failure to the target: everything but a hang or crash
+        that came back in no replay, alone on fresh ranks or after the cases that ran before it."""
+        return not (self.kind in UNEXPLAINED_KINDS and self.status == "not reproduced")
+
+    def warning(self) -> str:
+        """Why an unattributed finding (see :meth:`attributed`) is not counted, in one line."""
+        _, run = self.replays
+        return (f"a {self.kind} on {self.case.describe()} during the search is not counted: it never came back in "
+                f"{run} replays alone on fresh ranks, nor after the {len(self.seen_after)} case(s) that had run "
+                f"before it, so nothing shows it is the target's (a busy machine can stall or kill a rank); "
+                f"rerun with a larger --timeout to look again")
 
     def notes(self) -> list[str]:
         """What the search and the confirmation learned, one line each, for the report."""
@@ -70,21 +94,33 @@ class Finding:
                          f"{len(self.seen_after)} case(s) that ran before it; {self._why_not_reproduced()}")
         if self.condition:
             lines.append(self.condition)
-        if self.stratum:
-            lines.append(f"found first by the stratified examples ({self.stratum})")
+        if self.found_by:
+            lines.append(f"found first by {self.found_by}")
         if self.shrink_cut:
             lines.append(f"not fully shrunk: stopped {self.shrink_cut} ({self.shrink_cut_s or 0:.0f} s)")
         if self.inconsistent:
-            lines.append("not fully shrunk: the same case passed or failed differently when run again, so "
-                         "shrinking stopped (the target's results depend on what ran before)")
+            lines.append("not fully shrunk: Hypothesis saw a case pass or fail differently when it ran it again, "
+                         f"and stopped shrinking there; {self._what_replays_showed()}")
         lines += [f"hint: {hint}" for hint in self.hints]
         return lines
+
+    def _what_replays_showed(self) -> str:
+        """What the confirmation's replays say about a case the search saw flip: facts, no guess."""
+        failed, run = self.replays
+        if self.status == "history-dependent":
+            return "the replays show why: it fails only after the earlier case(s) above"
+        if self.status == "not reproduced":
+            return f"this case failed in none of {run} replays"
+        return f"alone on fresh ranks this case failed in {failed} of {run} replays"
 
     def _why_not_reproduced(self) -> str:
         if self.kind == "hang":
             return ("a hang that never came back may be the machine's, not the target's: a busy machine can "
                     "run past the case timeout; rerun with a larger --timeout to tell")
-        return "the target is nondeterministic"
+        if self.kind == "crash":
+            return "a rank that died once may have been the machine's doing (killed for memory, say)"
+        return ("what is shown above is what the target's own calls did in the search, once: a failure that "
+                "comes and goes")
 
     def text(self, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
         """The counterexample as printed: the violations, then the notes.

@@ -190,6 +190,8 @@ class Summary:
     entries: list[Entry]
     html: str | None = None
     findings: list[dict] = field(default_factory=list)
+    #: Hangs and crashes no replay reproduced (:meth:`harness.search.CheckReport.warnings`): not findings.
+    warnings: list[str] = field(default_factory=list)
     status: str = "running"
     error: str = ""
     started: float = field(default_factory=time.monotonic)
@@ -213,6 +215,7 @@ class Summary:
             "error": self.error or None,
             "targets": [entry.to_json() for entry in self.entries],
             "findings": self.findings,
+            "warnings": self.warnings,
         }
 
     def coverage(self) -> Coverage:
@@ -317,6 +320,7 @@ class Fuzzer:
             entry.elapsed_s += time.monotonic() - started
         if report is not None:
             self._record(entry, report.findings, report.misuse_findings, started)
+            self.summary.warnings += [f"{entry.name}: {line}" for line in report.warnings()]
         self.summary.save(force=True)
 
     def _options(self, entry: Entry, slice_s: float | None) -> CheckOptions:
@@ -449,6 +453,7 @@ def _verdict_text(summary: Summary, *, full_stacks: bool) -> str:
                         finding["repro"], minimal_repro=finding.get("minimal_repro"))
         lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown, full_stacks=full_stacks),
                   f"replay: {finding['replay']}"]
+    lines += [f"warning: {line}" for line in summary.warnings]
     lines.append(f"\nsummary: {summary.path}")
     return "\n".join(lines)
 

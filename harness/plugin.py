@@ -217,6 +217,7 @@ class GatherCheckItem(pytest.Item):
         options = self.config.stash[_OPTIONS]
         pool = shared_pool(options.timeout)
         report = api.execute(options, pool, api.prepare(options, pool))
+        api.warn_unattributed(report)
         self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples),
                                  ("gather_coverage", report.coverage.summary())]
         html = self.config.getoption("gather_html")
@@ -240,10 +241,13 @@ class GatherCheckItem(pytest.Item):
         Text, so pytest's short summary shows its first line (the verdict), under xdist too.
         """
         from harness.conventions import Misfit
+        from harness.pool import PoolError
         from harness.targets import TargetError
 
         if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError, Misfit)):
             return str(excinfo.value)
+        if isinstance(excinfo.value, PoolError):  # the harness could not run: no verdict on the target
+            return f"harness error: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:

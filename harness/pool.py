@@ -44,7 +44,7 @@ from harness.protocol import (
     RankInit,
     encode,
     last_entered,
-    read_ledger,
+    read_slot,
     receive,
     send,
 )
@@ -70,11 +70,24 @@ RANK_MEMORY_BYTES = 256 * 2**20
 
 
 class PoolError(RuntimeError):
-    """The pool itself could not start ranks (not a fault of the code under test)."""
+    """The harness could not start ranks or run its own helpers on them: never a fault of the
+    code under test.  The message says what failed and what to try; the CLI exits 3 with it."""
+
+
+class RankCallFailed(PoolError):
+    """A rank did not return from a helper call (it died, or was still running at the timeout);
+    ``ranks`` says how each such rank ended, the message also which call it was."""
+
+    def __init__(self, call: str, ranks: str, *, died: bool) -> None:
+        super().__init__(f"{call}: {ranks}")
+        self.ranks = ranks
+        #: Every rank that did not return had died (none was still running at the timeout).
+        self.died = died
 
 
 class PoolGone(BaseException):
-    """The ranks are gone for good (a remote job that did not come back after a fault).
+    """The ranks are gone for good: a remote job that did not come back after a fault, or local
+    sets that would not start again.
 
     A ``BaseException``, like ``KeyboardInterrupt``, so that Hypothesis stops at once instead
     of taking it for a failure of the code under test and shrinking it; the CLI reports it
@@ -110,6 +123,12 @@ class RankFault:
         else:
             head, body = f"rank {self.rank} raised {where}", self.error
         return head + ("\n" + _indent(body.rstrip()) if body.strip() else "")
+
+    def headline(self) -> str:
+        """One line: what happened to the rank, with the last line it wrote if it died."""
+        head = self.describe().splitlines()[0]
+        last = next((line.strip() for line in reversed(self.log_tail.splitlines()) if line.strip()), "")
+        return f"{head} ({last})" if self.state == "died" and last else head
 
 
 def _where(last: str) -> str:
@@ -313,10 +332,11 @@ class RankSet:
     # -- running ------------------------------------------------------------------------------
     def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
             meanwhile: Callable[[], None] | None = None) -> Outcome:
-        """Run one case; after a fault (the ranks may be out of step) or a leak the set is dropped.
+        """Run one case; after a fault, a leak, or with its groups out of step the set is dropped.
 
-        A case where every rank returned, errors included, with the collectives of each group
-        in step leaves the set usable: the next case runs on the same warm ranks.  Without
+        A case where every rank returned, errors included, with every process group's members
+        at the same operation count (:func:`in_step`) leaves the set usable: the next case runs
+        on the same warm ranks.  Without
         ``diagnose`` a fault is classified but its ranks' stacks and logs are not collected
         (shrinking runs hundreds of faulty cases; only the reported one needs them).
         ``meanwhile`` runs in the controller once the ranks have the case (the judge's reference).
@@ -334,18 +354,30 @@ class RankSet:
             outcome.faults = self._diagnose(results, log_offsets) if diagnose else []
             if outcome.fault == "hang" and ledgers.stuck_for_good(results):
                 outcome.fault, outcome.desync = "desync", ledgers.stuck_for_good(results)
-        if outcome.fault or any(res is not None and res.leaked for res in results):
+        if outcome.fault or any(res is not None and res.leaked for res in results) or not in_step(results):
             self.kill()
         else:
             self.history.append((request.case, request.repeat))
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
 
-    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult | None]:
+    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult]:
+        """Call ``target(*args)`` on every rank; :class:`RankCallFailed` says how a rank that did
+        not return ended (exit status or signal and its last words, or where it was stuck)."""
+        log_offsets = [_size(path) for path in self.logs]
         results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
-        if any(r is None or r.error for r in results):
+        returned = [res for res in results if res is not None]
+        if len(returned) < len(results):
+            dead = self._dead()
+            why = [self._death(r, self._last(r), log_offsets).headline() if dead[r]
+                   else f"rank {r} still running after {timeout:g} s; last collective entered: {self._last(r)}"
+                   for r, res in enumerate(results) if res is None]
             self.kill()
-        return results
+            raise RankCallFailed(f"calling {target} on a {self.backend}/{self.device} set of {self.world_size}",
+                                 "; ".join(why), died=all(dead[r] for r, res in enumerate(results) if res is None))
+        if any(res.error for res in returned) or not in_step(results):
+            self.kill()
+        return returned
 
     def _exchange(self, name: str, payload: Any, timeout: float, layout: tuple[tuple[int, ...], ...],
                   meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
@@ -413,7 +445,7 @@ class RankSet:
                          log_tail=_tail(self.logs[r], log_offsets[r]))
 
     def _last(self, r: int) -> str:
-        return last_entered(self.last[r].value)
+        return last_entered(read_slot(self.last[r]))
 
     def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
         faults: list[RankFault] = []
@@ -489,8 +521,9 @@ class RankSets:
         raise NotImplementedError
 
     def call(self, world_size: int, target: str, *args: Any, backend: str = "gloo", device: str = "cpu",
-             timeout: float | None = None) -> list[RankResult | None]:
-        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails."""
+             timeout: float | None = None) -> list[RankResult]:
+        """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails
+        (:class:`RankCallFailed` when one did not return)."""
         rank_set = self.rank_set(backend, device, world_size)
         return rank_set.call(target, args, self.timeout if timeout is None else timeout)
 
@@ -536,11 +569,27 @@ class Pool(RankSets):
             spares = self.spares.setdefault(key, [])
             current = spares.pop(0) if spares else self._new_set(key)
             self.sets[key] = current
-            current.await_ready(self.start_timeout)
+            current = self._started(key, current)
             while replacing and len(spares) < SPARES and self.live_ranks() + world_size <= self.max_ranks:
                 spares.append(self._new_set(key, background=True))  # starting while the next cases run
         self.sets[key] = current
         return current
+
+    def _started(self, key: tuple[str, str, int], rank_set: RankSet) -> RankSet:
+        """``rank_set`` once ready, or a second set started in its place: a start can fail for
+        the machine's passing reasons (memory, process limits, a loaded box), and retrying it is
+        safe; a second failure is the :class:`PoolError`, with what to try."""
+        try:
+            rank_set.await_ready(self.start_timeout)
+            return rank_set
+        except PoolError:
+            self.sets[key] = rank_set = self._new_set(key)
+        try:
+            rank_set.await_ready(self.start_timeout)
+        except PoolError as again:
+            raise PoolError(f"{again} (the second try; the first failed too): the machine may be short of memory "
+                            f"or processes; try again, or use fewer --world-sizes") from None
+        return rank_set
 
     def _new_set(self, key: tuple[str, str, int], *, background: bool = False) -> RankSet:
         """A set for ``key`` whose ranks are starting (not yet waited for)."""
@@ -708,10 +757,31 @@ def _classify(results: list[RankResult | None], dead: list[bool], ledgers: _Ledg
     return None, ""
 
 
+def in_step(results: list[RankResult | None]) -> bool:
+    """Every rank returned, and the members of each process group have issued as many operations on it.
+
+    Only then may a set run another case.  The recorded collectives are not enough: a rank whose
+    peers raised may go on alone through collectives that complete without them (gloo gathers
+    empty tensors locally), and functional or autograd-internal collectives are not recorded;
+    either way that rank is ahead by a collective tag, and the next case on the group would hang
+    on every rank -- a hang that is the harness's, not the target's.
+    """
+    counts: dict[str, dict[int, int]] = {}
+    members: dict[str, tuple[int, ...]] = {}
+    for rank, res in enumerate(results):  # by place: a helper that formed the group reports rank 0 everywhere
+        if res is None or res.sequences is None:
+            return False
+        for name, (ranks, count) in res.sequences.items():
+            members[name] = ranks
+            counts.setdefault(name, {})[rank] = count
+    return all(set(counts[name]) == set(ranks) and len(set(counts[name].values())) == 1
+               for name, ranks in members.items())
+
+
 class _Ledgers:
     """The collectives each rank of a running case has entered, compared within each group.
 
-    Read from the ranks' ledgers (:func:`harness.protocol.read_ledger`) while they run.  Two
+    Read from the ranks' ledgers (:func:`harness.protocol.read_slot`) while they run.  Two
     members of one group that entered different collectives (or the same one on different
     process groups) at the same place can never both complete (:meth:`mismatch`); neither can
     a rank waiting inside a collective that a finished peer of that collective's process group
@@ -723,7 +793,7 @@ class _Ledgers:
         self.layout = layout
 
     def _read(self, r: int) -> Ledger:
-        return read_ledger(self.slots[r].value)
+        return read_slot(self.slots[r])
 
     def mismatch(self) -> str:
         """Where two members of a group entered different collectives at the same place, or ``""``."""
@@ -761,7 +831,7 @@ class _Ledgers:
         waiting = [r for r, res in enumerate(results) if res is None]
         for r in waiting:
             if self._hopeless(r, waiting):
-                return (f"rank {r} waits in collective {last_entered(self.slots[r].value)}, which a peer that "
+                return (f"rank {r} waits in collective {last_entered(self._read(r))}, which a peer that "
                         f"finished never entered")
         return ""
 

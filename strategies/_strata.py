@@ -15,12 +15,14 @@ group in every other stratum, the first included, and without it in the rest.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import random
 from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
-from harness.case import Case, RankSpec
+from harness.case import COTANGENT_LAYOUTS, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.coverage import LONG_LENGTH
 
@@ -56,8 +58,9 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
                 by_dtype[dtype])
         for dtype, values in order
     ]
-    first_round = len(names)  # every dtype once, then the shape classes, then the rest
-    layers = dtype_strata[:first_round] + shapes + dtype_strata[first_round:]
+    layouts = _layout_classes(contract, names, rng, backend, device)
+    first_round = len(names)  # every dtype once, then the shape and layout classes, then the rest
+    layers = dtype_strata[:first_round] + shapes + layouts + dtype_strata[first_round:]
     if contract.optional_group and not contract.groups:  # both calls from the first two strata on
         layers = [replace(layer, case=replace(layer.case, world_group=n % 2 == 0)) for n, layer in enumerate(layers)]
     return layers
@@ -80,6 +83,45 @@ def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, ba
     groups = (tuple(range(len(lengths))),) if contract.groups else ()
     return Case(ranks=ranks, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,
                 output=_output(contract))
+
+
+def _layout_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
+                    device: str) -> list[Stratum]:
+    """Every input layout × cotangent layout on 2-d inputs, each with every rank alike, then
+    ranks holding different ones (two rotations): a bug confined to, say, a transposed cotangent
+    (``torch.distributed.nn``'s backward on gloo) or to ranks whose layouts differ is then found
+    in every run, not by luck.  Without gradients only the input layouts count."""
+    grad = contract.grad != "none"
+    dtype = next((d for d in names if d in DIFFERENTIABLE_DTYPES), names[0]) if grad else names[0]
+    cotangents = COTANGENT_LAYOUTS if grad and dtype in DIFFERENTIABLE_DTYPES else COTANGENT_LAYOUTS[:1]
+    pairs = [pair for pair in itertools.product(LAYOUTS, cotangents) if pair != (LAYOUTS[0], COTANGENT_LAYOUTS[0])]
+    low, high = contract.world_sizes
+    world = min(max(2, low), high)
+    uniform = [(f"every rank: input {layout}, cotangent {cotangent}" if grad else f"every rank: input {layout}",
+                [(layout, cotangent)] * world) for layout, cotangent in pairs]
+    mixed_world = min(max(3, low), high)
+    mixed = [(f"ranks with different layouts ({turn + 1} of 2)",
+              [(LAYOUTS[(r + turn) % len(LAYOUTS)], cotangents[(r + 2 * turn) % len(cotangents)])
+               for r in range(mixed_world)]) for turn in range(2)] if mixed_world > 1 else []
+    strategy = cases(contract=contract, dtypes=(dtype,), backend=backend, device=device, min_ndim=2)
+    return [Stratum(label, _two_dimensional(contract, dtype, layouts, rng, backend, device), strategy)
+            for label, layouts in uniform + mixed]
+
+
+def _two_dimensional(contract: Contract, dtype: str, layouts: list[tuple[str, str]], rng: random.Random,
+                     backend: str, device: str) -> Case:
+    """A typical 2-d case whose rank r holds ``layouts[r]`` (input layout, cotangent layout):
+    ragged along the gather dim where the contract allows, the last dim where it gathers any."""
+    case = _typical(contract, dtype, "random", rng, backend, device, lengths=(_TYPICAL_LENGTH,) * len(layouts))
+    ragged = contract.ragged and _output(contract) != "stack"
+    start = rng.randrange(len(_RAGGED_LENGTHS))
+    dim = 0 if contract.dims == "0" else -1
+    ranks = []
+    for r, (spec, (layout, cotangent)) in enumerate(zip(case.ranks, layouts)):
+        n = _RAGGED_LENGTHS[(start + r) % len(_RAGGED_LENGTHS)] if ragged else _TYPICAL_LENGTH
+        shape = (n, 2) if dim == 0 else (2, n)
+        ranks.append(dataclasses.replace(spec, shape=shape, layout=layout, cotangent_layout=cotangent))
+    return dataclasses.replace(case, ranks=tuple(ranks), dim=dim)
 
 
 def _shape_classes(contract: Contract, dtype: str, rng: random.Random, backend: str, device: str) -> list[Stratum]:

@@ -11,9 +11,11 @@ below with that one step done wrong.
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn.functional as dist_nn
 
 from harness.ragged import all_gather_ragged, gather_sum
 
@@ -327,3 +329,14 @@ def relu_then_in_place_gather() -> str:
     except RuntimeError as exc:
         return str(exc)
     return "backward passed"
+# -- a bug confined to a layout (found early by the layout strata) ---------------------------------
+
+
+def all_gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """sentence-transformers' ``all_gather_with_grad``: ``torch.cat`` of
+    ``torch.distributed.nn.functional.all_gather``, whose gloo backward (torch 2.13) ignores the
+    strides of a transposed cotangent: wrong only for 2-d or more inputs with such a cotangent."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated for all_gather_single in 2.13
+        return torch.cat(dist_nn.all_gather(x), dim=0)
+

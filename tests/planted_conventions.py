@@ -54,10 +54,11 @@ def aliased_buffers(tensor):
     return torch.cat(tensors_gather, dim=0)
 
 
-class _GlobalRankAllGather(torch.autograd.Function):
-    """Lightning's ``_AllGather`` (lightning_lite, fabric): stack over ``group``, backward takes
-    ``grad_output[dist.get_rank()]`` -- the *global* rank, wrong whenever it differs from the
-    rank within the group."""
+class AllGatherWithGrad(torch.autograd.Function):
+    """The common "all_gather with grad" Function (Lightning's ``_AllGather`` in lightning_lite and
+    fabric; sentence-transformers-style contrastive code): stack over ``group``, backward takes
+    ``grad_output[dist.get_rank()]`` -- the *global* rank, written for the world group and wrong
+    whenever it differs from the rank within the group (out of range on a small subgroup)."""
 
     @staticmethod
     def forward(ctx, tensor, group):
@@ -75,7 +76,7 @@ class _GlobalRankAllGather(torch.autograd.Function):
 
 def global_rank_on_subgroup(x, group=None):
     """group=: the Lightning lineage's subgroup bug (checked with ``--groups``)."""
-    return _GlobalRankAllGather.apply(x, group if group is not None else dist.group.WORLD)
+    return AllGatherWithGrad.apply(x, group if group is not None else dist.group.WORLD)
 
 
 def ignores_group(x, dim=0, group=None):

@@ -54,11 +54,22 @@ def exit_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
 def raise_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 raises before the gather; the others block in it."""
 
-    def fail() -> None:
-        raise ValueError("planted failure on rank 1")
-
-    _on_rank_one(fail)
+    _on_rank_one(lambda: _raise(ValueError("planted failure on rank 1")))
     return correct(x, dim)
+
+
+def goes_on_alone(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 1 raises (after a moment); the others gather without it, which gloo completes alone
+    for empty tensors.  Every rank returns, yet rank 1 is now a collective behind on the world group.
+    """
+    _on_rank_one(lambda: (time.sleep(0.5), _raise(ValueError("planted failure on rank 1"))))
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(pieces, x.contiguous())
+    return torch.cat(pieces, dim)
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
 
 
 def desync_extra_collective(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -98,3 +109,54 @@ def leaves_global_state(x: torch.Tensor, dim: int) -> torch.Tensor:
     torch.set_default_dtype(torch.float64)
     torch.set_grad_enabled(False)
     return y
+
+
+# -- hangs the confirmation must tell apart: the machine's, the target's, the target's history's ------
+
+
+HICCUP_MARKER = "planted-hiccup.done"
+
+
+def hiccup_once(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A stand-in for the machine stalling a rank once: rank 1 hangs on the first 2-d case that
+    runs with this working directory (a marker file there remembers it), never again."""
+    if dist.get_rank() == 1 and x.dim() >= 2 and not os.path.exists(HICCUP_MARKER):
+        open(HICCUP_MARKER, "w").close()
+        time.sleep(10_000)
+    return correct(x, dim)
+
+
+_SAW_FLOAT64: list[bool] = []
+
+
+def hangs_after_float64(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """State kept between calls: once rank 1 has gathered float64, it hangs on any other dtype."""
+    if dist.get_rank() == 1:
+        if x.dtype == torch.float64:
+            _SAW_FLOAT64.append(True)
+        elif _SAW_FLOAT64:
+            time.sleep(10_000)
+    return correct(x, dim)
+
+
+# -- failures of the harness's own steps (what must exit 3, or be retried) ------------------------------
+
+
+def probe_dies(device: str = "cpu") -> None:
+    """A capability probe whose rank 0 dies, as one killed for memory would."""
+    if dist.get_rank() == 0:
+        os._exit(9)
+
+
+def probe_dies_once(device: str = "cpu") -> dict:
+    """Dies like :func:`probe_dies` the first time in this working directory, then probes for real."""
+    if not os.path.exists(HICCUP_MARKER):
+        dist.barrier()  # both ranks see the marker missing before rank 0 creates it
+        if dist.get_rank() == 0:
+            open(HICCUP_MARKER, "w").close()
+            os._exit(9)
+        return {}
+    from harness.capabilities import probe_on_rank
+
+    return probe_on_rank(device)
+

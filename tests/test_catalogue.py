@@ -52,28 +52,14 @@ def view_race(finding: Finding) -> bool:
     The rank that loses the race raises ("... modified inplace") after the forward collective; its
     peers go on into the backward's reduce-scatter and block there, so on a complex case the race
     shows either as that error or as a hang/crash of the set (seen in CI: a W=2 complex128 hang).
-    Any other property, or any finding on a real dtype, is not this race.
+    Any other property, or any finding on a real dtype, is not this race.  (On an all-empty case
+    the peers' reduce-scatter completes without the rank that raised; the pool used to keep that
+    set, one collective tag apart, and the next check's first W=3 case on it hung: the float32
+    hang no replay reproduced in earlier suite runs.  Such sets are now replaced.)
     """
     if not is_complex(finding.case):
         return False
     return "modified inplace" in finding.message or finding.property == "no-hang-no-crash"
-
-
-def unrepeatable_hang(finding: Finding) -> bool:
-    """A hang that never came back when replayed alone on fresh ranks and after its history.
-
-    Seen twice in five full-suite runs from a fresh clone (2 xdist workers on 2 cores), both times
-    on the first stratified case of a funcol check, ``W=3 float32 (3,)``, every rank still busy
-    after the 5 s case timeout, ``not reproduced`` in 3 replays; 62 funcol checks in a row on one
-    pool never showed it.  The harness reports such a finding with a note that it may be the
-    machine's; for these racy variants it is not a verdict this test can hold them to.  Cause not
-    found yet.
-    """
-    return finding.kind == "hang" and finding.status == "not reproduced"
-
-
-def view_race_or_unrepeatable_hang(finding: Finding) -> bool:
-    return view_race(finding) or unrepeatable_hang(finding)
 
 
 #: name -> (properties of which one must fail, what every minimal counterexample looks like, why)
@@ -102,7 +88,7 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
 }
 #: Variants whose flaws show only intermittently: every finding must be one of the known ones.
 INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {
-    name: (view_race_or_unrepeatable_hang,
+    name: (view_race,
            "torch 2.13: complex + requires_grad races gloo's in-place write of the output view "
            "(docs/findings/funcol_complex_autograd_view_race.md)")
     for name in ("funcol_all_gather_tensor", "funcol_all_gather_tensor_autograd", "funcol_all_gather_single",
@@ -118,8 +104,11 @@ def check(pool, name: str, budget: int):
 
 @pytest.mark.parametrize("name", MUST_PASS)
 def test_variant_passes(pool, name: str) -> None:
+    """Pass, and without a hang or crash seen even once (put aside as unreproduced, it would not fail
+    the check, but in a correct variant it can only be the harness's or the machine's)."""
     report = check(pool, name, PASS_BUDGET)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
+    assert not report.unattributed, report.warnings()
 
 
 @pytest.mark.parametrize("name", list(KNOWN_FLAWS))
@@ -136,7 +125,7 @@ def test_known_flaw_is_found(pool, name: str) -> None:
 def test_intermittent_flaw_breaks_nothing_else(pool, name: str) -> None:
     known, _why = INTERMITTENT[name]
     report = check(pool, name, PASS_BUDGET)
-    unknown = [f for f in report.findings if not known(f)]
+    unknown = [f for f in report.findings + report.unattributed if not known(f)]
     assert not unknown, "\n\n".join(f.message for f in unknown)
 
 

@@ -328,7 +328,7 @@ def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: 
     [finding] = report.findings
     assert finding.property == "gradients" and "incorrect number of gradients (expected 2, got 1)" in finding.message
     assert finding.case.world_group and finding.to_json()["call"]["made"] == "AllGatherGrad.apply(x, group)"
-    assert finding.stratum, "the first stratum with gradients passes the group: found before any drawn example"
+    assert finding.found_by.startswith("the stratified examples"), "the first stratum with gradients passes the group: found before any drawn example"
     script = repro.write(finding, f"{PLANTED}:AllGatherGrad", tmp_path)
     assert "called as AllGatherGrad.apply(x, group)" in script.read_text()
     done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -425,13 +425,16 @@ def test_a_misfit_is_exit_2_with_one_line_in_seconds(pool, capsys: pytest.Captur
     assert elapsed < MISFIT_LIMIT_S
 
 
-def test_an_exception_inside_the_target_is_a_finding_reported_at_once(pool, capsys: pytest.CaptureFixture[str],
-                                                                      tmp_path: Path) -> None:
+def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
+        pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It fails on the probe's own case (W=2, 3 elements per rank), and is shrunk from there."""
     started = time.monotonic()
     status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:name_error_at_two_ranks", "--repro-dir",
                        str(tmp_path), "--quiet"])
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out
     assert status == 1 and elapsed < MISFIT_LIMIT_S, out
-    assert "FAIL: 1 property violated (values) in 1 example (" in out
-    assert "NameError: name 'undefined_helper' is not defined" in out and "case: W=2 " in out
+    assert "FAIL: 1 property violated (values) in " in out
+    assert "NameError: name 'undefined_helper' is not defined" in out
+    assert "case: W=2 gloo/cpu float32 dim=0 grad=none | r0 (0,) iota | r1 (0,) iota" in out, out
+    assert "found first by the calling-convention probe's own case" in out

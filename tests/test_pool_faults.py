@@ -16,7 +16,9 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.finding import finding_of
-from harness.pool import Pool
+from harness.pool import Pool, in_step
+from harness.procedure import RankResult
+from harness.protocol import Entered, ledger_text, read_ledger, read_slot
 from harness.stacks import user_frames
 
 TIMEOUT_S = 2.0
@@ -60,7 +62,11 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
     report = outcome.describe_fault()
     assert culprit_text in report, report
     [violation] = check_outcome(outcome)
-    assert (violation.property, violation.kind) == ("no-hang-no-crash", kind)
+    # a rank that raised is reported under its phase's property (here the forward: values), the
+    # same whether its peers blocked or returned; the wait is in the message
+    prop = "values" if kind == "exception" else "no-hang-no-crash"
+    assert (violation.property, violation.kind) == (prop, kind)
+    assert kind != "exception" or "meanwhile, waiting for the rank(s) that raised:" in violation.message
 
     healed, _ = run_timed(fault_pool, CORRECT)
     assert healed.fault is None and not healed.errors
@@ -105,6 +111,53 @@ def test_a_fault_replaces_the_ranks(fault_pool: Pool) -> None:
     run_timed(fault_pool, "tests.planted_faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
+
+
+def test_ranks_that_went_out_of_step_are_replaced(fault_pool: Pool) -> None:
+    """Rank 1 raised and rank 0 gathered empty tensors alone: every rank returned, but the group's
+    collective tags now differ, and a next case on those ranks would hang on every rank (a hang
+    that is the harness's).  The set is replaced instead, and the next case passes."""
+    empty = Case(ranks=(RankSpec((0,)), RankSpec((0,))))
+    before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 2).procs]
+    outcome = fault_pool.run(empty, "tests.planted_faults:goes_on_alone", repeat=False)
+    assert outcome.fault is None and [res.rank for res in outcome.errors] == [1], outcome
+    assert not in_step(outcome.results)
+    healed, _ = run_timed(fault_pool, CORRECT, Case(ranks=(RankSpec((3,)), RankSpec((2,)))))
+    assert healed.fault is None and check_outcome(healed) == []
+    assert not set(before) & {p.pid for p in fault_pool.rank_set("gloo", "cpu", 2).procs}
+
+
+def test_in_step_needs_every_member_of_every_group_at_one_count() -> None:
+    def ranks(*sequences: dict | None) -> list:
+        # a helper that formed the group itself reports rank 0 on every rank: results count by place
+        return [RankResult(rank=0, sequences=s) for s in sequences]
+
+    world, pair = ("0", ((0, 1, 2), 4)), ("1", ((1, 2), 2))
+    assert in_step(ranks(dict([world]), dict([world, pair]), dict([world, pair])))
+    assert not in_step(ranks(dict([world]), dict([world, pair]), {"0": ((0, 1, 2), 4), "1": ((1, 2), 3)}))
+    assert not in_step(ranks(dict([world]), dict([world, pair]), dict([world])))  # a member lacks the group
+    assert not in_step(ranks(dict([world]), dict([world]), None))  # this torch did not say
+    assert not in_step([*ranks(dict([world]), dict([world])), None])  # a rank did not return
+
+
+def test_a_ledger_copied_while_half_rewritten_is_never_misread() -> None:
+    """The controller copies a rank's shared ledger while the rank may be rewriting it: the new
+    text's start glued to the old one's end.  Every such splice must read as unknown (``None``)
+    or as a true ledger, never as a collective the rank did not enter at that place (a desync
+    that was not there)."""
+    def key(seq: int) -> str:
+        return f"all_gather(torch.{('float16', 'uint8', 'bfloat16')[seq % 3]}, shape=({seq % 5},))"
+
+    def text(last: int) -> bytes:
+        entries = [Entered(seq, key(seq), "", key(seq)) for seq in range(1, last + 1)]
+        return ledger_text(entries, False, {"": last})
+
+    old, new = text(79), text(80)  # past the slot's size: every entry shifts when one is added
+    spliced = [read_ledger(new[:cut] + old[cut:len(new)]) for cut in range(len(new))]
+    assert all(ledger is None or all(entry.key == key(entry.seq) for entry in ledger.entries) for ledger in spliced)
+    assert any(ledger is None for ledger in spliced)
+    torn = type("Slot", (), {"value": new[:100] + old[100:len(new)]})()
+    assert read_slot(torn).entries == []  # never a whole copy: nothing known, nothing decided
 
 
 def test_warm_ranks_are_reused_between_correct_cases(fault_pool: Pool) -> None:

@@ -19,16 +19,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 from hypothesis import settings
 
-from harness import catalogue_report, confirm, hints, repro, strategies
-from harness.api import profile_settings
+from benchmarks import concurrency, shrinking
+from harness import capabilities, catalogue_report, cli, confirm, hints, repro, search, strategies
+from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
-from harness.finding import Finding
-from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness.conventions import Call
+from harness.finding import Finding, UnreproducedFaultWarning
+from harness.pool import Outcome, Pool
+from harness.procedure import RankResult, record_error
+from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +118,141 @@ def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
     assert not any("machine" in line for line in hang.notes())
 
 
+# -- a finding is the target's, shown by a replay, or it is not one ------------------------------------
+
+FAULTS = f"{ROOT}/tests/planted_faults.py"
+
+
+def test_a_hang_no_replay_reproduces_passes_with_a_warning(tmp_path: Path) -> None:
+    """A one-off stall of a rank (planted: the first 2-d case hangs, once per directory) is not the
+    target's: exit 0, a warning line, a JSON warning; the search goes on to its full budget."""
+    out = tmp_path / "check.json"
+    done = subprocess.run([sys.executable, "-m", "harness", "check", f"{FAULTS}:hiccup_once", "--max-examples", "30",
+                           "--timeout", "2", "--world-sizes", "2-2", "--seed", "3", "--json", str(out), "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "planted-hiccup.done").exists()  # the hang did happen
+    [warning] = [line for line in done.stdout.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith("warning: a hang on W=") and "never came back in 3 replays" in warning, warning
+    document = json.loads(out.read_text())
+    assert document["verdict"] == "pass" and document["violations"] == [] and document["examples"] >= 30
+    assert [w["status"] for w in document["unattributed"]] == ["not reproduced"] and document["warnings"]
+
+
+def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
+    case = Case(ranks=(RankSpec((3,)), RankSpec((3,))))
+    hang = Finding("no-hang-no-crash", "hang", case, "hang: no rank returned", [], status="not reproduced",
+                   replays=(0, 3))
+    report = CheckReport("t:f", Contract(), 10, 1.0, [], unattributed=[hang])
+    assert report.verdict == "pass" and report.to_json()["warnings"] == [hang.warning()]
+    with pytest.warns(UnreproducedFaultWarning, match="is not counted: it never came back in 3 replays"):
+        warn_unattributed(report)
+
+
+def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
+    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=2.0, pool=pool, seed=1,
+                       base_settings=CI, shrink_budget_s=2.0)
+    [finding] = report.findings
+    assert (finding.property, finding.kind, finding.status) == ("no-hang-no-crash", "hang", "confirmed")
+    assert not report.unattributed
+
+
+def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
+    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=2.0, pool=pool, seed=1,
+                       base_settings=CI, shrink_budget_s=2.0)
+    assert len(report.findings) == 1, (report.examples, report.warnings(), [f.text() for f in report.unattributed])
+    [finding] = report.findings
+    assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding.text()
+    assert [case.dtype for case, _ in finding.history] == ["float64"]
+    assert finding.case.dtype != "float64" and not report.unattributed
+
+
+def test_a_rank_that_raised_lands_in_one_place_whether_its_peers_blocked_or_returned() -> None:
+    """Rank 1 raised in the backward; rank 0 either waited for it (a fault) or returned (with no
+    output here): a race between them, which must not change the property (and the bucket
+    Hypothesis shrinks it in)."""
+    case = Case(ranks=(RankSpec((0,)), RankSpec((0,))), grad="sum")
+    raised = record_error(RankResult(rank=1), IndexError("tuple index out of range"), "backward")
+    blocked = check_outcome(Outcome(case, [None, raised], fault="exception"))
+    returned = check_outcome(Outcome(case, [RankResult(rank=0), raised]))
+    for violations in (blocked, returned):
+        assert (violations[0].property, violations[0].kind, violations[0].rank) == ("gradients", "exception", 1)
+    assert "rank 0 did not return" in blocked[0].message
+
+
+@pytest.mark.parametrize("scenario", list(shrinking.SCENARIOS))
+def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: str) -> None:
+    """Seeds 0-1 here (``benchmarks/shrinking.py`` runs 0-9): one finding, at most 3 ranks and 2
+    elements per rank, not cut short -- whether the failure races (a rank raising while its peers
+    wait, or not) and whether the probe's own case fails first."""
+    for seed in range(2):
+        report = shrinking.check(pool, scenario, seed)
+        assert shrinking.shrunk(report), (seed, [finding.text() for finding in report.findings])
+
+
+# -- the harness's own failures: retried where safe, then exit 3 with one line -------------------------
+
+
+def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(capabilities, "_MEASURED", {})
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies")
+    status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 3 and err.count("\n") == 1, err
+    assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
+                          "calling tests.planted_faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+                          "status 9"), err
+
+
+def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
+    monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
+    monkeypatch.setattr(capabilities, "_MEASURED", {})
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies_once")
+    with Pool(timeout=5.0) as fresh:
+        assert capabilities.measure(fresh).supports("float32")
+    assert (tmp_path / "planted-hiccup.done").exists()
+
+
+def test_an_internal_error_exits_3_at_once_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug of the harness inside the Hypothesis search stops it at once (never shrunk as the target's)."""
+    raised: list[Case] = []
+
+    def broken(outcome: Outcome, **_: object) -> list:
+        if hypothesis.currently_in_test_context():
+            raised.append(outcome.case)
+            raise KeyError("planted")
+        return check_outcome(outcome)
+
+    monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
+    monkeypatch.setattr(search, "check_outcome", broken)
+    status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
+    err = capsys.readouterr().err
+    assert status == 3 and err.count("\n") == 1 and len(raised) == 1, err
+    assert err.startswith("harness error: internal error KeyError: 'planted' at test_trust.py:"), err
+    assert "KeyError: 'planted'" in (tmp_path / "internal-error.txt").read_text()
+
+
+def test_the_concurrency_benchmark_counts_what_it_says(tmp_path: Path) -> None:
+    """Its counting only (the benchmark itself runs hundreds of commands: not part of the suite)."""
+    correct = concurrency.Start(concurrency.CORRECT, pytest=False, cwd=".")
+    buggy = concurrency.Start(concurrency.BUGGY, pytest=True, cwd=".")
+    tally = concurrency.Tally()
+    tally.add(correct, 0, "")
+    tally.add(buggy, 1, "FAIL ...")
+    assert tally.met and tally.row("x")[1:4] == ("2", "0: 1, 1: 1", "0")
+    tally.add(correct, 1, "")
+    tally.add(buggy, 0, "")
+    tally.add(correct, 3, "harness error: ...")
+    tally.add(correct, 0, "warning\nTraceback (most recent call last):\n  File ...\nRuntimeError: boom")
+    assert (tally.crashes, tally.harness_errors, tally.spurious, tally.missed) == (2, 1, 1, 1) and not tally.met
+    assert tally.first_crash == "exit 3: harness error: ..."
+    assert [start.cwd.endswith("round-0") for start in concurrency.plan(0, 2, str(tmp_path))] == [True] * 3
+    assert len({start.cwd for start in concurrency.plan(1, 2, str(tmp_path))}) == 3
+
+
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
 
 CONFINED = [
@@ -137,6 +277,22 @@ def test_a_bug_confined_to_a_stratum_is_found_for_every_seed(pool, bug: str, str
         run = layers[: CI.max_examples // 2]
         [layer] = [layer for layer in run if layer.label == stratum]
         assert check_outcome(pool.run(layer.case, f"{BUGS}:{bug}")), f"seed {seed}: {layer.case.describe()}"
+
+
+def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) -> None:
+    """sentence-transformers' gather (torch.distributed.nn's backward on gloo) is wrong only for a
+    transposed cotangent on a 2-d input: among the strata a default run makes (half its 100
+    examples), some input x cotangent layout stratum fails, for each of 10 seeds."""
+    contract = Contract(ragged=False, dims="0", grad="sum")
+    dtypes = tuple(d for d in contract.dtypes if d != "int16")
+    call = Call(name="all_gather_with_grad", positional=(), signature="all_gather_with_grad(x)")
+    for seed in range(10):
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
+        layouts = [layer for layer in layers[: CI.max_examples // 2] if layer.label.startswith("every rank: input")]
+        assert len(layouts) == 11
+        failing = [layer.label for layer in layouts
+                   if check_outcome(pool.run(layer.case, f"{BUGS}:all_gather_with_grad", call=call))]
+        assert failing and all("cotangent transposed" in label for label in failing), (seed, failing)
 
 
 def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
