@@ -28,11 +28,7 @@ NEEDED_NAMES = [(need, name) for need in NEEDS for name in need.names]
 def take_away(monkeypatch: pytest.MonkeyPatch, need: Need, name: str) -> None:
     """The installed torch, as a release without ``need.module``'s ``name`` would be (an older
     release that really lacks it stays as it is)."""
-    owner: object = importlib.import_module(need.module)
-    *path, attr = name.split(".")
-    for part in path:
-        owner = getattr(owner, part)
-    monkeypatch.delattr(owner, attr, raising=False)
+    monkeypatch.delattr(importlib.import_module(need.module), name, raising=False)
 
 
 @pytest.mark.parametrize("need, name", NEEDED_NAMES, ids=[f"{n.module}.{name}" for n, name in NEEDED_NAMES])

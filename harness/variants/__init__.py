@@ -1,7 +1,8 @@
 """The variant catalogue: published all_gather recipes and what their authors claim for them.
 
 Data only: this module never imports the variant modules, so a driver process can list and
-describe the catalogue without importing any variant code (or torch).  Each entry's
+describe the catalogue without importing any variant code (or torch; only :meth:`Need.missing`
+imports a torch module, to see whether the installed release has a path).  Each entry's
 ``target`` names the gather as ``module:attr`` *as its authors wrote it* wherever it can be
 called as ``f(x)``, ``f(x, dim)``, with ``dim=``/``group=`` or through ``.apply``, with its
 result read by its convention (``output``); ranks import it.  An adapter remains only where
@@ -78,20 +79,12 @@ class Need:
     since: str
 
     def missing(self) -> list[str]:
-        """The dotted names the installed torch lacks (``names`` may be ``Class.method``)."""
+        """The names (``module.name``) the installed torch lacks."""
         try:
-            found: object = importlib.import_module(self.module)
+            module = importlib.import_module(self.module)
         except ImportError:
             return [self.module]
-        return [f"{self.module}.{name}" for name in self.names if not _has(found, name)]
-
-
-def _has(module: object, dotted: str) -> bool:
-    for part in dotted.split("."):
-        if not hasattr(module, part):
-            return False
-        module = getattr(module, part)
-    return True
+        return [f"{self.module}.{name}" for name in self.names if not hasattr(module, name)]
 
 
 def _version_key(since: str) -> tuple[int, ...]:
@@ -114,12 +107,11 @@ class VariantSpec:
 
     def unavailable(self) -> str:
         """Why the installed torch cannot run this variant, e.g. ``needs torch >= 2.5 (...)``; "" if it can."""
-        missing = [(need, need.missing()) for need in self.needs]
-        missing = [(need, names) for need, names in missing if names]
-        if not missing:
+        lacking = [(need, names) for need in self.needs if (names := need.missing())]
+        if not lacking:
             return ""
-        since = max((need.since for need, _ in missing), key=_version_key)
-        return f"needs torch >= {since} (this torch has no {missing[0][1][0]})"
+        since = max((need.since for need, _ in lacking), key=_version_key)
+        return f"needs torch >= {since} (this torch has no {lacking[0][1][0]})"
 
 
 #: The public DTensor module's names, there since torch 2.5 (torch 2.4 kept them in the private
