@@ -7,7 +7,8 @@ reference to an output tensor whose Python object is already gone (`del`): freei
 object needs the GIL.  Neither thread can go on, and a Python watchdog thread cannot run either.
 
 Each trial spawns 2 ranks that join a gloo group, `all_gather` into fresh tensors, drop them, and
-destroy the group; a rank that has not left `destroy_process_group` after 20 s is hung (and killed).
+destroy the group; a rank that gathered but has not left `destroy_process_group` 20 s later is hung
+(and killed).
 Seen on torch 2.4.1: the harness's repro scripts, which destroyed the group after the case, hung in
 about half of the runs.
 Run: timeout 600 python docs/findings/gloo_destroy_process_group_deadlock.py   (exit 1 = reproduced)
@@ -21,7 +22,8 @@ import torch
 import torch.multiprocessing as mp
 
 TRIALS = 12
-TIMEOUT_S = 20.0
+TIMEOUT_S = 20.0  # after a rank has gathered, for destroy_process_group to return
+STARTUP_S = 120.0  # for a spawned rank to import torch, join and gather (a loaded machine is slow)
 
 
 def rank_main(rank, world, port, queue):
@@ -31,12 +33,13 @@ def rank_main(rank, world, port, queue):
     outs = [torch.empty(4) for _ in range(world)]
     dist.all_gather(outs, torch.full((4,), float(rank)))
     del outs
+    queue.put(("gathered", rank))
     dist.destroy_process_group()
-    queue.put(rank)
+    queue.put(("destroyed", rank))
 
 
 def trial(ctx):
-    """True when some rank never returned from destroy_process_group."""
+    """The ranks that gathered but never returned from destroy_process_group (None: they never gathered)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -44,15 +47,24 @@ def trial(ctx):
     procs = [ctx.Process(target=rank_main, args=(r, 2, port, queue)) for r in range(2)]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + TIMEOUT_S
-    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+    gathered, destroyed = set(), set()
+    deadline = time.monotonic() + STARTUP_S
+    while len(destroyed) < len(procs) and time.monotonic() < deadline:
+        while not queue.empty():
+            stage, rank = queue.get()
+            if stage == "gathered":  # the all_gather returned on every rank: the clock for destroy starts
+                gathered.add(rank)
+                deadline = min(deadline, time.monotonic() + TIMEOUT_S)
+            else:
+                destroyed.add(rank)
         time.sleep(0.05)
-    hung = [r for r, p in enumerate(procs) if p.is_alive()]
     for p in procs:  # only the processes this trial started
         if p.is_alive():
             p.kill()
         p.join()
-    return hung
+    if len(gathered) < len(procs):
+        return None
+    return sorted(gathered - destroyed)
 
 
 def main():
@@ -61,12 +73,15 @@ def main():
     ctx = mp.get_context("spawn")
     for n in range(1, TRIALS + 1):
         hung = trial(ctx)
-        if hung:
-            print(f"trial {n}: ranks {hung} still inside destroy_process_group after {TIMEOUT_S:.0f} s "
+        if hung is None:
+            print(f"trial {n}: the ranks did not all gather within {STARTUP_S:.0f} s; not counted")
+        elif hung:
+            print(f"trial {n}: ranks {hung} gathered, then stayed inside destroy_process_group for {TIMEOUT_S:.0f} s "
                   f"(expected: every rank returns at once)")
             print("\nREPRODUCED")
             return 1
-        print(f"trial {n}: every rank returned")
+        else:
+            print(f"trial {n}: every rank returned from destroy_process_group")
     print("\nnot reproduced")
     return 0
 
