@@ -13,9 +13,13 @@ The table is reproducible: every variant runs with a fixed seed (:func:`variant_
 example database, and only findings that fail on every replay enter it, so the same versions
 print the same table on every run.
 
+A variant whose torch path the installed release lacks (``VariantSpec.needs``, e.g. the public
+DTensor module before torch 2.5) is not run: its row says ``unavailable: needs torch >= X.Y``
+(JSON verdict ``unavailable``), and the other rows are unaffected.
+
 The report is informational (the expected verdicts are asserted by the project's tests):
-exit status 0 when every variant's verdict was obtained, 1 when some variant could not be
-checked at all, 2 on bad arguments.
+exit status 0 when every available variant's verdict was obtained, 3 when some variant could
+not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
 Budget, measured on the 2-core CPU box (torch 2.13, dev profile, empty example database):
 :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant takes about 1 minute for the whole
@@ -67,11 +71,13 @@ def report_settings() -> settings:
 
 @dataclass
 class Row:
-    """One variant's outcome: its report, or why it could not be checked."""
+    """One variant's outcome: its report, or why it could not be checked (``error``) or was not
+    run because the installed torch lacks its path (``unavailable``)."""
 
     spec: VariantSpec
     report: CheckReport | None
     error: str = ""
+    unavailable: str = ""
 
     def reproducible(self) -> list[Finding]:
         """The findings that fail on every replay (alone or after their history): the table's."""
@@ -89,7 +95,8 @@ class Row:
         name, claimed = self.spec.name, short_contract(self.spec.contract)
         report = self.report
         if report is None:
-            values = [name, claimed, "error", "", self.error, "", ""]
+            verdict = "unavailable" if self.unavailable else "error"
+            values = [name, claimed, verdict, "", self.unavailable or self.error, "", ""]
         else:
             findings = self.reproducible()
             failing = ", ".join(finding.property + _tag(finding) for finding in findings)
@@ -101,7 +108,7 @@ class Row:
     def summary(self) -> str:
         """E.g. ``fail: gradients; misuse: desync (12.3 s)`` for the progress log."""
         if self.report is None:
-            return f"not checked: {self.error}"
+            return f"unavailable: {self.unavailable}" if self.unavailable else f"not checked: {self.error}"
         cell = self.cells()
         failing = f": {cell['failing']}" if cell["failing"] else ""
         misuse = "" if cell["misuse"] == NOT_PROBED else f"; misuse: {cell['misuse']}"
@@ -111,6 +118,8 @@ class Row:
     def to_json(self) -> dict:
         base = {"name": self.spec.name, "target": self.spec.target, "origin": self.spec.origin,
                 "claimed": self.spec.contract.describe(), "seed": variant_seed(self.spec.name)}
+        if self.report is None and self.unavailable:
+            return {**base, "verdict": "unavailable", "unavailable": self.unavailable}
         if self.report is None:
             return {**base, "verdict": "error", "error": self.error}
         cell = self.cells()
@@ -153,7 +162,9 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     print(as_markdown if markdown else "\n\n".join([text_table(header, table), *notes, caps.table()]))
     merged = merged_coverage(rows)
     if not quiet:
-        print(f"\nchecked {len(rows)} variant(s) in {elapsed:.0f} s\n{merged.summary()}")
+        unavailable = sum(1 for row in rows if row.unavailable)
+        skipped = f" ({unavailable} unavailable on torch {torch.__version__})" if unavailable else ""
+        print(f"\nchecked {len(rows) - unavailable} variant(s){skipped} in {elapsed:.0f} s\n{merged.summary()}")
     if json_path:
         write_json(json_path, {"torch": torch.__version__, "max_examples": max_examples, "elapsed_s": round(elapsed, 1),
                                "capabilities": capability_cells(caps), "variants": [row.to_json() for row in rows]})
@@ -164,7 +175,7 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
                                                 "torch": torch.__version__, "examples per variant": str(max_examples),
                                                 "duration": f"{elapsed:.0f} s"}, findings)
     write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
-    return 3 if any(row.report is None for row in rows) else 0  # a row the harness could not check
+    return 3 if any(row.report is None and not row.unavailable for row in rows) else 0  # a row the harness could not check
 
 
 def intermittent_lines(rows: list[Row]) -> list[str]:
@@ -208,7 +219,16 @@ def select(names: str | None) -> list[VariantSpec]:
 
 def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples: int, probe_misuse: bool,
                   timeout: float, quiet: bool) -> Row:
-    """One variant's search; an error that stops it becomes the row's ``error``, not the end of the report."""
+    """One variant's search; an error that stops it becomes the row's ``error``, not the end of the report.
+
+    A variant the installed torch cannot run is not started: its row says why.
+    """
+    missing = spec.unavailable()
+    if missing:
+        row = Row(spec, None, unavailable=missing)
+        if not quiet:
+            print(label + row.summary(), file=sys.stderr)
+        return row
     progress = None if quiet else ProgressLine(label=label)
     try:
         report = run_check(spec.target, spec.contract, max_examples=max_examples, timeout=timeout,

@@ -62,7 +62,7 @@ from harness.output import ProgressLine
 from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
 from harness.search import Progress
 from harness.targets import TargetError
-from harness.variants import CATALOGUE, by_name
+from harness.variants import CATALOGUE, VariantSpec, by_name
 
 DEFAULT_DURATION_S = FUZZ_DURATION_S
 #: A variant's turn lasts its share of the time left, within these bounds: long enough for
@@ -95,7 +95,7 @@ class Entry:
     examples: int = 0
     elapsed_s: float = 0.0
     slices: int = 0
-    status: str = "waiting"  # waiting -> fuzzing -> pass | fail | error
+    status: str = "waiting"  # waiting -> fuzzing -> pass | fail | error; or unavailable (never run)
     error: str = ""
     prepared: Prepared | None = None
     coverage: Coverage | None = None
@@ -134,7 +134,15 @@ def plan(args: argparse.Namespace) -> list[Entry]:
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
     on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes}
-    return [Entry(spec.name, spec.target, spec.contract.with_(**on_backend)) for spec in specs]
+    return [_catalogue_entry(spec, spec.contract.with_(**on_backend)) for spec in specs]
+
+
+def _catalogue_entry(spec: VariantSpec, contract: Contract) -> Entry:
+    """A variant's place in the rotation; one the installed torch cannot run never enters it."""
+    missing = spec.unavailable()
+    if missing:
+        return Entry(spec.name, spec.target, contract, status="unavailable", error=missing)
+    return Entry(spec.name, spec.target, contract)
 
 
 def _options_contract(args: argparse.Namespace, profile: str) -> Contract:

@@ -6,6 +6,15 @@ into a ``[W*max, ...]`` buffer; the valid rows are then selected in rank order).
 ``sum`` and ``mean`` pad each rank's slot of the cotangent the same way and reduce-scatter
 it (one collective); ``local`` takes this rank's slot of its own cotangent, no collective.
 The input is never modified and every result is a fresh tensor.
+
+Complex tensors travel as their real view (``view_as_real``: the same bytes, a trailing
+dimension of 2), so the collectives see only real dtypes.  Gathering moves bytes and a
+complex sum is the sum of the real parts beside the sum of the imaginary parts, so this is
+exact; it is needed because gloo's ``reduce_scatter`` rejects complex tensors ("Invalid
+scalar type") in older torch releases while accepting every real dtype it gathers (the
+capability matrices measured on torch 2.4 to 2.15; ``tests/test_ragged.py`` checks the
+installed torch's matrix).  The code runs inside users' processes, so it asks neither the
+harness's probe nor the torch version: the real view works on every backend and release.
 """
 
 from __future__ import annotations
@@ -18,19 +27,26 @@ from torch.autograd.function import once_differentiable
 from torch.distributed import ProcessGroup
 
 GRADS: tuple[str, ...] = ("sum", "local", "mean")
+
+
 def _all_gather_single(output: torch.Tensor, input: torch.Tensor, group: ProcessGroup | None) -> None:
     """torch 2.13's ``all_gather_single`` (older: ``all_gather_into_tensor``, the same collective).
 
     Looked up on every call, so a wrapper installed on ``torch.distributed`` later (the
     harness's collective log) sees it.
     """
-    getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(output, input, group=group)
+    getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(_real(output), _real(input), group=group)
 
 
 def _reduce_scatter_single(output: torch.Tensor, input: torch.Tensor, group: ProcessGroup | None) -> None:
     """torch 2.13's ``reduce_scatter_single`` (older: ``reduce_scatter_tensor``), summing."""
-    getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(output, input, op=dist.ReduceOp.SUM,
-                                                                        group=group)
+    getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(_real(output), _real(input),
+                                                                        op=dist.ReduceOp.SUM, group=group)
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's real view (same storage, a trailing dim of 2); any other tensor itself."""
+    return torch.view_as_real(t) if t.is_complex() else t
 
 
 def all_gather_ragged(

@@ -158,7 +158,7 @@ def say(text: str) -> None:
 def main() -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         status = join_and_run(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
-        return 0 if status in (MATCHED, RAISED) else status
+        leave(0 if status in (MATCHED, RAISED) else status)
     return spawn_ranks()
 
 
@@ -193,7 +193,18 @@ def spawn_ranks() -> int:
 
 
 def rank_process(rank: int, world: int, init_method: str) -> None:
-    sys.exit(join_and_run(rank, world, init_method))
+    leave(join_and_run(rank, world, init_method))
+
+
+def leave(status: int) -> None:
+    """End this rank with ``status`` and without tearing its process group down.
+
+    ``destroy_process_group`` (or the interpreter's teardown) right after a gloo collective can
+    deadlock for good on torch 2.4 to 2.7 (fixed by pytorch#154976); nothing is left to save.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def join_and_run(rank: int, world: int, init_method: str) -> int:
@@ -206,7 +217,6 @@ def join_and_run(rank: int, world: int, init_method: str) -> int:
     startup.cancel()
     running = watchdog(TIMEOUT_S * (1 + len(json.loads(HISTORY_JSON))), rank, "the case")
     status = run_rank(rank, world)
-    dist.destroy_process_group()
     running.cancel()
     return status
 

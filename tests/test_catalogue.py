@@ -1,15 +1,22 @@
-"""Each catalogue variant gets exactly its known verdict (issue: the variant catalogue).
+"""Each catalogue variant gets exactly its known verdict, on every supported torch release.
 
 A variant that passes must keep passing (no false alarms); a variant with a known flaw
 must keep failing on the property that flaw breaks, with a minimal case of the expected
-shape.  A harness change that stops catching a known bug turns this red.
+shape.  A harness change that stops catching a known bug turns this red.  The verdicts are
+torch 2.13's; :data:`ON_OTHER_RELEASES` lists, per measured release range, what torch itself
+does differently there and why (each a torch bug with its standalone script in
+``docs/findings/``, or a documented limit of that release), and a finding on such a release is
+accepted only when one of them explains it.  A path the installed torch lacks is skipped with
+the catalogue's ``unavailable`` reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
+import torch
 
 from harness.case import Case, make_input
 from harness.finding import Finding
@@ -96,10 +103,93 @@ INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {
 }
 MUST_PASS = [spec.name for spec in CATALOGUE if spec.name not in KNOWN_FLAWS and spec.name not in INTERMITTENT]
 
+#: The installed torch's (major, minor) release.
+RELEASE = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+
+@dataclass(frozen=True)
+class Difference:
+    """What torch releases ``first`` to ``last`` (inclusive, measured) do to these rows, unlike 2.13.
+
+    ``explains`` recognizes the findings it causes; ``masks`` says it can stand in for the row's
+    2.13 flaw (Hypothesis reports one minimal case per property, and this one may come first).
+    """
+
+    names: tuple[str, ...]
+    first: tuple[int, int]
+    last: tuple[int, int]
+    explains: Callable[[Finding], bool]
+    why: str
+    masks: bool = False
+
+    def applies(self, name: str) -> bool:
+        return name in self.names and self.first <= RELEASE <= self.last
+
+
+def says(*texts: str) -> Callable[[Finding], bool]:
+    """A finding whose message (the ranks' errors included) contains one of ``texts``."""
+    return lambda finding: any(text in finding.message for text in texts)
+
+
+def peers_left_waiting(finding: Finding) -> bool:
+    """A hang or crash of the set: what a torch error raised on some ranks only leaves behind."""
+    return finding.property == "no-hang-no-crash"
+
+
+DTENSOR_ROWS = ("dtensor_redistribute", "dtensor_redistribute_uneven", "dtensor_full_tensor",
+                "dtensor_full_tensor_sum_grad", "dtensor_mesh2d")
+OLD_FUNCOL_ROWS = ("funcol_all_gather_tensor", "funcol_all_gather_tensor_autograd",
+                   "funcol_all_gather_into_tensor_coalesced")
+#: Measured on every minor release from 2.4 to 2.15 (README, "Supported torch versions"); each range is
+#: where the standalone script named reproduces.
+ON_OTHER_RELEASES: list[Difference] = [
+    Difference(("lucidrains_all_reduce",), (2, 4), (2, 9), says("resulted in a negative output size"),
+               "F.pad raises on a zero-size dim that gets no padding, on the rank holding such a tensor, while "
+               "its peers wait (docs/findings/pad_zero_size_dim.py)"),
+    Difference(DTENSOR_ROWS + OLD_FUNCOL_ROWS, (2, 4), (2, 8),
+               lambda f: is_complex(f.case) and (says("Invalid scalar type")(f) or peers_left_waiting(f)),
+               "the functional all_gather, and so DTensor, hands gloo complex tensors it cannot move "
+               "(docs/findings/funcol_all_gather_complex_gloo.py)", masks=True),
+    Difference(OLD_FUNCOL_ROWS, (2, 4), (2, 10),
+               lambda f: says("A view was created in no_grad mode")(f) or peers_left_waiting(f),
+               "the functional all_gather's result raises when detached before a wait, on some ranks and calls, "
+               "leaving the others waiting (docs/findings/funcol_detach_before_wait.py)", masks=True),
+    Difference(OLD_FUNCOL_ROWS, (2, 4), (2, 11),
+               lambda f: says("is_contiguous", "must be contiguous", "AssertionError")(f) or peers_left_waiting(f),
+               "the functional all_gather rejects non-contiguous inputs and cotangents "
+               "(docs/findings/funcol_all_gather_tensor_noncontiguous.py)", masks=True),
+    Difference(("funcol_all_gather_tensor", "funcol_all_gather_into_tensor_coalesced"), (2, 4), (2, 10),
+               says("grad of x=None"),
+               "all_gather_tensor and the coalesced form have no autograd yet (their docstrings there claim "
+               "none; the catalogue holds them to the claim of the releases that registered it on the op)",
+               masks=True),
+]
+
+
+def explained_here(name: str, finding: Finding) -> bool:
+    """Whether a difference of the installed release explains ``finding`` of row ``name``."""
+    return any(d.applies(name) and d.explains(finding) for d in ON_OTHER_RELEASES)
+
+
+def masked_here(name: str) -> bool:
+    return any(d.applies(name) and d.masks for d in ON_OTHER_RELEASES)
+
+
+#: Per-case timeouts above the default 5 s.  The 2-D mesh rows create process groups inside the
+#: target, so every case runs on freshly started ranks while the pool starts the next set beside
+#: them; on 2 busy cores a case then took over 5 s now and then (a hang seen once, never on replay:
+#: this test failed 5 runs in a row at 5 s on an unreproduced hang; none in 6 runs at 30 s).
+TIMEOUTS = {"dtensor_mesh2d": 30.0, "funcol_mesh2d": 30.0}
+
 
 def check(pool, name: str, budget: int):
+    """The variant's search; skipped, with the reason, where the installed torch lacks its path."""
     spec = by_name(name)
-    return run_check(spec.target, spec.contract, max_examples=budget, timeout=5.0, pool=pool, shrink_budget_s=30.0)
+    missing = spec.unavailable()
+    if missing:
+        pytest.skip(f"{name} is unavailable: {missing}")
+    return run_check(spec.target, spec.contract, max_examples=budget, timeout=TIMEOUTS.get(name, 5.0), pool=pool,
+                     shrink_budget_s=30.0)
 
 
 @pytest.mark.parametrize("name", MUST_PASS)
@@ -107,7 +197,8 @@ def test_variant_passes(pool, name: str) -> None:
     """Pass, and without a hang or crash seen even once (put aside as unreproduced, it would not fail
     the check, but in a correct variant it can only be the harness's or the machine's)."""
     report = check(pool, name, PASS_BUDGET)
-    assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
+    unexplained = [f for f in report.findings if not explained_here(name, f)]
+    assert not unexplained, "\n\n".join(f.message for f in unexplained)
     assert not report.unattributed, report.warnings()
 
 
@@ -115,8 +206,9 @@ def test_variant_passes(pool, name: str) -> None:
 def test_known_flaw_is_found(pool, name: str) -> None:
     properties, minimal, why = KNOWN_FLAWS[name]
     report = check(pool, name, FAIL_BUDGET)
-    found = [f for f in report.findings if f.property in properties]
-    assert found, f"{name} ({why}): expected a failure of {properties}, got {report.verdict}"
+    found = [f for f in report.findings if f.property in properties and not explained_here(name, f)]
+    assert found or (masked_here(name) and report.findings), (
+        f"{name} ({why}): expected a failure of {properties}, got {report.verdict}")
     for finding in found:
         assert minimal(finding.case), f"{name}: unexpected minimal case\n{finding.message}"
 
@@ -125,7 +217,7 @@ def test_known_flaw_is_found(pool, name: str) -> None:
 def test_intermittent_flaw_breaks_nothing_else(pool, name: str) -> None:
     known, _why = INTERMITTENT[name]
     report = check(pool, name, PASS_BUDGET)
-    unknown = [f for f in report.findings + report.unattributed if not known(f)]
+    unknown = [f for f in report.findings + report.unattributed if not known(f) and not explained_here(name, f)]
     assert not unknown, "\n\n".join(f.message for f in unknown)
 
 

@@ -2,12 +2,15 @@
 
 torch and the standard library only, so a script and this file are all a torch issue needs:
 ``launch(fn, world, *args)`` runs ``fn(rank, world, *args)`` on ``world`` spawned ranks.
+A script whose path the installed torch does not have says so and exits 2 (:func:`not_applicable`).
 """
 
+import importlib
 import socket
 import time
 import traceback
 
+import torch
 import torch.multiprocessing as mp
 
 
@@ -66,6 +69,50 @@ def reported(results, indent=""):
             yield rank, value
         else:
             print(f"{indent}rank {rank}: {status}: {value}")
+
+
+def outcomes(calls, x, expected):
+    """{name: "OK", "WRONG [...]" or "RuntimeError: ..."}: each ``call(x)`` judged against ``expected``."""
+    out = {}
+    for name, call in calls.items():
+        try:
+            got = call(x)
+            out[name] = "OK" if torch.equal(got, expected) else f"WRONG {got.tolist()}"
+        except RuntimeError as exc:
+            out[name] = f"RuntimeError: {str(exc).splitlines()[0][:120]}"
+    return out
+
+
+def print_outcomes(results):
+    """Print what each rank expected and every call's outcome (``work`` returned ``{"expected",
+    "results": outcomes(...)}``); True when some call was not OK or some rank did not report."""
+    reproduced = any(status != "ok" for status, _ in results.values())
+    for rank, value in reported(results):
+        print(f"rank {rank}: expected {value['expected']} from every call")
+        for name, verdict in value["results"].items():
+            print(f"   {name:58s} actual: {verdict}")
+            reproduced |= verdict != "OK"
+    return reproduced
+
+
+def lacking(*names):
+    """Which of ``names`` ("torch.distributed.all_gather_single", "module:Class.attr") this torch lacks."""
+    absent = []
+    for name in names:
+        module_name, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
+        try:
+            obj = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            absent.append(name.replace(":", "."))
+    return absent
+
+
+def not_applicable(absent):
+    """The last line and exit status (2) of a script whose path this torch does not have: not a reproduction."""
+    print(f"\nnot applicable: torch {torch.__version__} has no {', '.join(absent)}")
+    return 2
 
 
 def conclude(reproduced):

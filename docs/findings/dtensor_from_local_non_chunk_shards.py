@@ -15,7 +15,7 @@ Run: timeout 60 python docs/findings/dtensor_from_local_non_chunk_shards.py   (e
 import sys
 
 import torch
-from _ranks import conclude, launch, reported  # the shared launcher, beside this script
+from _ranks import conclude, lacking, launch, not_applicable, reported  # the shared launcher, beside this script
 
 LENGTHS = [2, 1, 1]
 
@@ -48,6 +48,9 @@ def work(rank, world):
 
 def main():
     print(f"torch {torch.__version__}, backend gloo, 3 ranks, local lengths {LENGTHS} (global 4), run_check=True")
+    absent = lacking("torch.distributed.tensor.DTensor")  # the public module, torch 2.5 on
+    if absent:
+        return not_applicable(absent)
     res = launch(work, len(LENGTHS))
     reproduced = False
     for rank, value in reported(res):

@@ -9,7 +9,7 @@ Run: timeout 60 python docs/findings/funcol_coalesced_complex_gloo.py   (exit 1 
 import sys
 
 import torch
-from _ranks import conclude, launch, reported  # the shared launcher, beside this script
+from _ranks import conclude, launch, outcomes, print_outcomes  # the shared launcher, beside this script
 
 
 def work(rank, world):
@@ -21,7 +21,6 @@ def work(rank, world):
     warnings.simplefilter("ignore")
     xs = [torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64) * (r + 1) for r in range(world)]
     expected = torch.cat(xs)
-    out = {}
     calls = {
         "funcol.all_gather_single(x, 0, WORLD)": lambda x: funcol.wait_tensor(
             funcol.all_gather_single(x, 0, dist.group.WORLD)),
@@ -30,25 +29,14 @@ def work(rank, world):
         "funcol.all_gather_into_tensor_coalesced([x], WORLD)[0]": lambda x: funcol.wait_tensor(
             funcol.all_gather_into_tensor_coalesced([x], dist.group.WORLD)[0]),
     }
-    for name, call in calls.items():
-        try:
-            got = call(xs[rank])
-            out[name] = "OK" if torch.equal(got, expected) else f"WRONG {got.tolist()}"
-        except RuntimeError as exc:
-            out[name] = f"RuntimeError: {str(exc).splitlines()[0][:120]}"
-    return {"expected": expected.tolist(), "results": out}
+    present = {name: call for name, call in calls.items()  # all_gather_single*: torch 2.13 on
+               if hasattr(funcol, name.split("(")[0].removeprefix("funcol."))}
+    return {"expected": expected.tolist(), "results": outcomes(present, xs[rank], expected)}
 
 
 def main():
     print(f"torch {torch.__version__}, backend gloo, 2 ranks, complex64 input [1+2j, 3-4j] * (rank + 1)")
-    res = launch(work, 2)
-    reproduced = any(status != "ok" for status, _ in res.values())
-    for rank, value in reported(res):
-        print(f"rank {rank}: expected {value['expected']} from every call")
-        for name, verdict in value["results"].items():
-            print(f"   {name:58s} actual: {verdict}")
-            reproduced |= verdict != "OK"
-    return conclude(reproduced)
+    return conclude(print_outcomes(launch(work, 2)))
 
 
 if __name__ == "__main__":

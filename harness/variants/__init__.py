@@ -1,7 +1,8 @@
 """The variant catalogue: published all_gather recipes and what their authors claim for them.
 
 Data only: this module never imports the variant modules, so a driver process can list and
-describe the catalogue without importing any variant code (or torch).  Each entry's
+describe the catalogue without importing any variant code (or torch; only :meth:`Need.missing`
+imports a torch module, to see whether the installed release has a path).  Each entry's
 ``target`` names the gather as ``module:attr`` *as its authors wrote it* wherever it can be
 called as ``f(x)``, ``f(x, dim)``, with ``dim=``/``group=`` or through ``.apply``, with its
 result read by its convention (``output``); ranks import it.  An adapter remains only where
@@ -53,6 +54,7 @@ do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catal
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from harness.contract import ALL_DTYPES, Contract
@@ -62,13 +64,64 @@ GLOO_DTYPES: tuple[str, ...] = tuple(name for name in ALL_DTYPES if name != "int
 
 
 @dataclass(frozen=True)
+class Need:
+    """Names of ``module`` a variant calls that not every supported torch release has.
+
+    ``since`` is the first torch minor release that has every one of them, measured by
+    looking them up on each release from the floor (torch 2.4) to the newest (README,
+    "Supported torch versions").  Whether they are there is asked of the installed torch
+    itself (an import of a torch module, never of variant code), so a backport or a
+    removal is seen as it is; ``since`` only words the message.
+    """
+
+    module: str
+    names: tuple[str, ...]
+    since: str
+
+    def missing(self) -> list[str]:
+        """The names (``module.name``) the installed torch lacks."""
+        try:
+            module = importlib.import_module(self.module)
+        except ImportError:
+            return [self.module]
+        return [f"{self.module}.{name}" for name in self.names if not hasattr(module, name)]
+
+
+def _version_key(since: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in since.split("."))
+
+
+@dataclass(frozen=True)
 class VariantSpec:
-    """One catalogue entry: a short id, the ``module:attr`` of its gather, its claim (and convention)."""
+    """One catalogue entry: a short id, the ``module:attr`` of its gather, its claim (and convention).
+
+    ``needs``: the torch names its code calls that older supported releases lack; where one
+    is missing the entry is not run and reports :meth:`unavailable` instead of a verdict.
+    """
 
     name: str
     target: str
     contract: Contract
     origin: str
+    needs: tuple[Need, ...] = ()
+
+    def unavailable(self) -> str:
+        """Why the installed torch cannot run this variant, e.g. ``needs torch >= 2.5 (...)``; "" if it can."""
+        lacking = [(need, names) for need in self.needs if (names := need.missing())]
+        if not lacking:
+            return ""
+        since = max((need.since for need, _ in lacking), key=_version_key)
+        return f"needs torch >= {since} (this torch has no {lacking[0][1][0]})"
+
+
+#: The public DTensor module's names, there since torch 2.5 (torch 2.4 kept them in the private
+#: ``torch.distributed._tensor``; the catalogue checks the public path users are told to use).
+DTENSOR = Need("torch.distributed.tensor", ("DTensor", "Shard", "Replicate", "Partial"), since="2.5")
+#: ``torch.distributed.all_gather_single``, the successor of ``all_gather_into_tensor``.
+C10D_ALL_GATHER_SINGLE = Need("torch.distributed", ("all_gather_single",), since="2.13")
+#: The functional collectives' ``all_gather_single`` family (``all_gather_tensor`` is older).
+FUNCOL_ALL_GATHER_SINGLE = Need("torch.distributed._functional_collectives",
+                                ("all_gather_single", "all_gather_single_autograd"), since="2.13")
 
 
 def _claim(
@@ -159,6 +212,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="any", grad="none"),
         "`dist.all_gather_single`, torch 2.13's successor of all_gather_into_tensor, with "
         "the same adapter. Equal shapes only, no gradient; absent from older torch.",
+        needs=(C10D_ALL_GATHER_SINGLE,),
     ),
     VariantSpec(
         "lucidrains_all_gather",
@@ -215,6 +269,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "on a mesh over the given group: redistribute documents Shard -> Replicate as an all_gather; "
         "from_local without `shape` assumes even shards; the gradient of `to_local` is taken as "
         "replicated, so its backward keeps this rank's chunk (local).",
+        needs=(DTENSOR,),
     ),
     VariantSpec(
         "dtensor_redistribute_uneven",
@@ -223,6 +278,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "The same with uneven shards: from_local's docstring says `shape` 'needs to be provided if "
         "the shape of local_tensor are different across the ranks'; given it (and `stride`), any "
         "per-rank lengths are claimed. Glue: one all_reduce of the lengths for the global shape.",
+        needs=(DTENSOR,),
     ),
     VariantSpec(
         "dtensor_full_tensor",
@@ -230,6 +286,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="any", grad="local"),
         "`DTensor.full_tensor()`: 'syntactic sugar' for redistribute to Replicate and to_local "
         "(its docstring); differentiable, the gradient placements replicated by default.",
+        needs=(DTENSOR,),
     ),
     VariantSpec(
         "dtensor_full_tensor_sum_grad",
@@ -237,6 +294,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="any", grad="sum"),
         "`full_tensor(grad_placements=[Partial()])`: the hint that every rank's gradient is a "
         "partial sum, so the backward reduce-scatters it (sum).",
+        needs=(DTENSOR,),
     ),
     VariantSpec(
         "funcol_all_gather_tensor",
@@ -259,12 +317,14 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum"),
         "`all_gather_single(x, gather_dim, group)`, torch 2.13's name for the functional gather; "
         "same docstring and contract as all_gather_tensor.",
+        needs=(FUNCOL_ALL_GATHER_SINGLE,),
     ),
     VariantSpec(
         "funcol_all_gather_single_autograd",
         "harness.variants.torch_paths:funcol_all_gather_single_autograd",
         _claim(ragged=False, dims="0", grad="sum"),
         "`all_gather_single_autograd(x, gather_dim, group)`: as all_gather_tensor_autograd.",
+        needs=(FUNCOL_ALL_GATHER_SINGLE,),
     ),
     VariantSpec(
         "funcol_all_gather_into_tensor_coalesced",
@@ -279,6 +339,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum", groups=True),
         "`all_gather_single(x, gather_dim, (mesh, 0))` on `DeviceMesh.from_group(group)`: the "
         "'(DeviceMesh, int): ... one dimension of the DeviceMesh' form, over the drawn subgroups.",
+        needs=(FUNCOL_ALL_GATHER_SINGLE,),
     ),
     VariantSpec(
         "dtensor_mesh2d",
@@ -287,6 +348,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "`from_local(x, mesh2d, [Shard(dim), Replicate()]).full_tensor()` (or the mesh dims swapped) "
         "on a 2-D mesh: a gather over one mesh dimension, i.e. a subgroup; local gradient as "
         "full_tensor. Glue: the 2-D mesh is built around the drawn group.",
+        needs=(DTENSOR,),
     ),
     VariantSpec(
         "funcol_mesh2d",
@@ -294,6 +356,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum", groups=True, mesh=True),
         "`all_gather_single(x, gather_dim, (mesh2d, mesh_dim))` on a 2-D mesh: the same gather "
         "over one mesh dimension; sum gradient.",
+        needs=(FUNCOL_ALL_GATHER_SINGLE,),
     ),
     VariantSpec(
         "ours_sum",

@@ -1,4 +1,4 @@
-"""Every all_gather path torch 2.13 itself ships, each in its natural calling convention (issue 15).
+"""Every all_gather path torch itself ships (as of 2.13), each in its natural calling convention.
 
 One function per path, called the way users call torch: ``f(x, dim)`` or ``f(x, gather_dim)``
 plus ``group=None`` (``None`` = the world), returning what torch returns.  Glue appears only
@@ -44,8 +44,13 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.distributed.nn.functional as dist_nn
+import torch.distributed.tensor as dtensor
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, Shard
+
+# Only modules every supported torch has are imported here; their names are looked up when a path
+# runs, so a torch that lacks one (DTensor's public names arrived in 2.5, ``all_gather_single`` later)
+# breaks only the paths that call it, and the catalogue marks those unavailable without running them
+# (``harness.variants.Need``).
 
 __all__ = [
     "all_gather_into_tensor_stack",
@@ -102,7 +107,7 @@ def _mesh(x: torch.Tensor, group: dist.ProcessGroup | None) -> DeviceMesh:
     return DeviceMesh.from_group(_pg(group), x.device.type)
 
 
-def _from_local(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None, *, uneven: bool) -> DTensor:
+def _from_local(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None, *, uneven: bool) -> dtensor.DTensor:
     """``DTensor.from_local(x, mesh, [Shard(dim)], run_check=False[, shape=, stride=])``.
 
     ``uneven``: pass the global ``shape``/``stride`` (from_local's docstring: "this needs to
@@ -113,13 +118,13 @@ def _from_local(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None, *, u
     """
     mesh = _mesh(x, group)
     if not uneven:
-        return DTensor.from_local(x, mesh, [Shard(dim)], run_check=False)
+        return dtensor.DTensor.from_local(x, mesh, [dtensor.Shard(dim)], run_check=False)
     d = dim % x.ndim
     total = torch.tensor([x.shape[d]], dtype=torch.int64, device=x.device)
     dist.all_reduce(total, group=_pg(group))
     shape = torch.Size((*x.shape[:d], int(total.item()), *x.shape[d + 1:]))
     stride = torch.empty(shape, device="meta").stride()
-    return DTensor.from_local(x, mesh, [Shard(dim)], run_check=False, shape=shape, stride=stride)
+    return dtensor.DTensor.from_local(x, mesh, [dtensor.Shard(dim)], run_check=False, shape=shape, stride=stride)
 
 
 def dtensor_redistribute(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
@@ -140,7 +145,7 @@ def dtensor_redistribute(x: torch.Tensor, dim: int, group: dist.ProcessGroup | N
     - With one rank the redistribute is skipped and the result is a view of ``x``.
     """
     mesh = _mesh(x, group)
-    return _from_local(x, dim, group, uneven=False).redistribute(mesh, [Replicate()]).to_local()
+    return _from_local(x, dim, group, uneven=False).redistribute(mesh, [dtensor.Replicate()]).to_local()
 
 
 def dtensor_full_tensor(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
@@ -168,7 +173,7 @@ def dtensor_redistribute_uneven(x: torch.Tensor, dim: int, group: dist.ProcessGr
     Gradient: **local**.  Glue: one ``all_reduce`` of the length (see ``_from_local``).
     """
     mesh = _mesh(x, group)
-    return _from_local(x, dim, group, uneven=True).redistribute(mesh, [Replicate()]).to_local()
+    return _from_local(x, dim, group, uneven=True).redistribute(mesh, [dtensor.Replicate()]).to_local()
 
 
 def dtensor_full_tensor_uneven(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
@@ -185,7 +190,7 @@ def dtensor_full_tensor_sum_grad(x: torch.Tensor, dim: int, group: dist.ProcessG
     layout"; with ``Partial()`` the backward ``Partial -> Shard`` is a reduce-scatter: the
     **sum** contract.  Shards: ``torch.chunk`` layout (:func:`chunk_lengths`), equal included.
     """
-    return _from_local(x, dim, group, uneven=True).full_tensor(grad_placements=[Partial()])
+    return _from_local(x, dim, group, uneven=True).full_tensor(grad_placements=[dtensor.Partial()])
 
 
 # -- functional collectives ---------------------------------------------------------------------------
@@ -423,9 +428,9 @@ def dtensor_mesh2d(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None = 
     Glue: the mesh is built (once per layout) around the given group.
     """
     mesh, mesh_dim = _mesh2d(x, group)
-    placements: list[Placement] = [Replicate(), Replicate()]
-    placements[mesh_dim] = Shard(dim)
-    return DTensor.from_local(x, mesh, placements, run_check=False).full_tensor()
+    placements: list[dtensor.Placement] = [dtensor.Replicate(), dtensor.Replicate()]
+    placements[mesh_dim] = dtensor.Shard(dim)
+    return dtensor.DTensor.from_local(x, mesh, placements, run_check=False).full_tensor()
 
 
 def funcol_mesh2d(x: torch.Tensor, gather_dim: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
