@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
-    pool = shared_pool(10.0)
+    pool = shared_pool()
     rows, met = [], 0
     for scenario in SCENARIOS:
         for seed in range(args.seeds):

@@ -35,21 +35,23 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import torch
 from hypothesis import settings
 
-from harness import capabilities, files, hints, minimal_repro, profiles, repro, targets
+from harness import capabilities, hints, minimal_repro, profiles, repro, targets
 from harness.contract import DTYPE_GROUPS, Contract, UsageError, literal_kwargs, parse_dtypes
 from harness.finding import Finding, UnreproducedFaultWarning
+from harness.options import default
 from harness.output import examples_text
 from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
 from harness.probe import Probe, probe
-from harness.search import CheckReport, Progress, run_check
+from harness.search import CheckReport, Progress, SearchSettings, run_check
 from harness.strategies import simplest_first
 from harness.targets import shown_path, shown_target
 
-DEFAULT_REPRO_DIR = files.default_path("repros")
+DEFAULT_REPRO_DIR = default("repro_dir")
 
 
 @dataclass(frozen=True)
@@ -63,17 +65,23 @@ class CheckOptions:
 
     target: str
     contract: Contract
-    dtype_text: str = "all"
-    max_examples: int | None = None
-    duration_s: float | None = None
-    seed: int | None = None
-    timeout: float = 10.0
-    probe_misuse: bool = False
-    repro_dir: str = DEFAULT_REPRO_DIR
-    profile: str | None = None
-    bits: bool = True
+    dtype_text: str = default("dtypes")
+    max_examples: int | None = default("max_examples")
+    duration_s: float | None = default("duration")
+    seed: int | None = default("seed")
+    timeout: float = default("timeout")
+    probe_misuse: bool = default("probe_misuse")
+    repro_dir: str = default("repro_dir")
+    profile: str | None = default("profile")
     #: Show every frame of a failing rank's stack, not only the target's own.
-    full_stacks: bool = False
+    full_stacks: bool = default("full_stacks")
+
+    def search_settings(self, **engine: Any) -> SearchSettings:
+        """What the engine needs of these options (``engine``: its own knobs, such as
+        ``track_semantics``), the profile's Hypothesis settings included."""
+        return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
+                              timeout=self.timeout, probe_misuse=self.probe_misuse,
+                              base_settings=profile_settings(self.profile), **engine)
 
 
 class GatherNote(UserWarning):
@@ -92,24 +100,24 @@ class Prepared:
 def check_gather(
     gather: str | Callable,
     *,
-    ragged: bool = True,
-    dims: str | int = "any",
-    grad: str = "none",
-    dtypes: str | Sequence[str] = "all",
-    world_sizes: tuple[int, int] = (1, 4),
-    max_examples: int | None = None,
-    seed: int | None = None,
-    timeout: float = 10.0,
-    probe_misuse: bool = False,
-    backend: str = "gloo",
-    device: str = "cpu",
-    repro_dir: str = DEFAULT_REPRO_DIR,
-    output: str = "auto",
-    groups: bool = False,
-    bits: bool = True,
+    ragged: bool = default("ragged"),
+    dims: str | int = default("dims"),
+    grad: str = default("grad"),
+    dtypes: str | Sequence[str] = default("dtypes"),
+    world_sizes: tuple[int, int] = Contract().world_sizes,
+    max_examples: int | None = default("max_examples"),
+    seed: int | None = default("seed"),
+    timeout: float = default("timeout"),
+    probe_misuse: bool = default("probe_misuse"),
+    backend: str = default("backend"),
+    device: str = default("device"),
+    repro_dir: str = default("repro_dir"),
+    output: str = default("output"),
+    groups: bool = default("groups"),
+    bits: bool = default("bits"),
     kwargs: Mapping[str, object] | None = None,
-    full_stacks: bool = False,
-    profile: str | None = None,
+    full_stacks: bool = default("full_stacks"),
+    profile: str | None = default("profile"),
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -143,18 +151,17 @@ def check_gather(
         target=target_of(gather),
         contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
                                 device=device, world_sizes=(world_sizes[0], world_sizes[1]), output=output,
-                                groups=groups, kwargs=literal_kwargs(kwargs or {})),
+                                groups=groups, kwargs=literal_kwargs(kwargs or {}), bits=bits),
         dtype_text=dtype_text,
         max_examples=max_examples,
         seed=seed,
         timeout=timeout,
         probe_misuse=probe_misuse,
         repro_dir=repro_dir,
-        bits=bits,
         full_stacks=full_stacks,
         profile=profile,
     )
-    pool = shared_pool(timeout)
+    pool = shared_pool()
     report = execute(options, pool, prepare(options, pool))
     for note in note_warnings(report):
         warnings.warn(note, stacklevel=_first_frame_outside_harness())
@@ -203,13 +210,13 @@ def check_command(options: CheckOptions) -> str:
     args += [] if contract.output == "auto" else ["--output", contract.output]
     args += ["--groups"] if contract.groups else []
     args += [arg for name, literal in contract.kwargs for arg in ("--kwarg", f"{name}={literal}")]
-    args += [] if options.bits else ["--no-bits"]
+    args += [] if contract.bits else ["--no-bits"]
     args += [] if contract.backends[0] == "gloo" else ["--backend", contract.backends[0]]
     args += [] if contract.devices[0] == "cpu" else ["--device", contract.devices[0]]
     args += ["--world-sizes", "{}-{}".format(*contract.world_sizes)]
     args += [] if options.max_examples is None else ["--max-examples", str(options.max_examples)]
     args += [] if options.duration_s is None else ["--duration", f"{options.duration_s:g}"]
-    args += [] if options.timeout == 10.0 else ["--timeout", f"{options.timeout:g}"]
+    args += [] if options.timeout == default("timeout") else ["--timeout", f"{options.timeout:g}"]
     args += ["--probe-misuse"] if options.probe_misuse else []
     args += [] if options.profile is None else ["--profile", options.profile]
     return shlex.join([*args, "--seed", str(options.seed or 0)])
@@ -260,7 +267,7 @@ def target_of(gather: str | Callable) -> str:
 
 def build_contract(
     *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
-    output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
+    output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True,
 ) -> Contract:
     """The contract the options describe, checked against each other and against this machine.
 
@@ -269,7 +276,8 @@ def build_contract(
     device, more nccl ranks than GPUs.
     """
     contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                        devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs)
+                        devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
+                        bits=bits)
     _check_machine(backend, device, world_sizes)
     return contract
 
@@ -323,20 +331,8 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
 def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
             on_example: Callable[[Progress], None] | None = None) -> CheckReport:
     """Run the search; give every finding its hints and its repro scripts (``repro``, ``minimal_repro``)."""
-    report = run_check(
-        options.target,
-        options.contract,
-        max_examples=options.max_examples,
-        duration_s=options.duration_s,
-        seed=options.seed,
-        timeout=options.timeout,
-        probe_misuse=options.probe_misuse,
-        pool=pool,
-        on_example=on_example,
-        base_settings=profile_settings(options.profile),
-        bits=options.bits,
-        probed=prepared.probe,
-    )
+    report = run_check(options.target, options.contract, options.search_settings(), pool=pool, on_example=on_example,
+                       probed=prepared.probe)
     for finding in report.findings:
         finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
             pool, options.target, report.contract, finding, options.timeout)) if hint]

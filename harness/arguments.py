@@ -1,7 +1,8 @@
-"""Command-line pieces shared by every command: the options, number types, messages.
+"""Command-line pieces shared by every command: the commands' options, messages.
 
-``check`` and ``fuzz`` take the same contract and search options; both build them here, so
-the two commands cannot drift apart and neither imports the other.  Every command's options
+``check`` and ``fuzz`` take the same contract and search options, generated from the one
+table of settings (:mod:`harness.options`), so the two commands and the pytest plugin cannot
+drift apart and neither command imports the other.  Every command's options
 are defined here, with the commands themselves named by module and function
 (:func:`command`), so that parsing the command line imports neither torch nor the engine: a
 mistyped option is answered in milliseconds, not after seconds of imports.
@@ -11,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import shlex
 from collections.abc import Callable, Sequence
 
-from harness import files, profile_names
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError, parse_kwarg
+from harness import files, options, profile_names
+from harness.contract import UsageError, parse_kwarg
+from harness.options import DEFAULT_TIMEOUT_S, positive_float, positive_int
 
 PROG = "python -m harness"
-#: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s 10 s: a
+#: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a
 #: correct case takes milliseconds, and every hanging example costs this much, again at each
 #: step of shrinking it.
 REPORT_MAX_EXAMPLES = 60
@@ -30,8 +31,6 @@ FUZZ_SUMMARY = files.default_path("fuzz.json")
 FUZZ_SAVE_EVERY_S = 30.0
 #: ``--listen``: how long the driver waits for the torchrun job's ranks.
 CONNECT_TIMEOUT_S = 600.0
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -70,99 +69,16 @@ def fixed_arguments(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(parse_kwarg(text) for text in texts)
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration like 90, 30s or 10m")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
-
-
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (some carry the text of a user's exception)."""
     return " ".join(str(exc).split())
-
-
-def _number(convert: Callable[[str], float], accept: Callable[[float], bool], what: str) -> Callable[[str], float]:
-    """An argparse ``type`` that converts and range-checks, naming what it wanted."""
-
-    def parse(text: str) -> float:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-        return value
-
-    return parse
-
-
-positive_int = _number(int, lambda n: n >= 1, "a positive whole number")
-seed_number = _number(int, lambda n: n >= 0, "a whole number >= 0")
-positive_float = _number(float, lambda n: n > 0, "a positive number of seconds")
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET",
                         help="package.module:attr or path/to/file.py:attr naming a gather: a function called as f(x), "
                              "f(x, dim) or with dim=/group= keywords, or an autograd.Function class")
-    contract = parser.add_argument_group("contract (what TARGET claims)")
-    contract.add_argument("--ragged", action=argparse.BooleanOptionalAction, default=True,
-                          help="ranks may hold different lengths along dim (default: --ragged)")
-    contract.add_argument("--dims", choices=("0", "any"), default="any",
-                          help="gather along dim 0 only, or any dim, negative ones included (default: any)")
-    contract.add_argument("--grad", choices=GRAD_CONTRACTS, default="none",
-                          help="gradient contract: none, local C_r[slot_r], sum Σ_s C_s[slot_r], mean sum/W "
-                               "(default: none)")
-    contract.add_argument("--dtypes", default="all", metavar="LIST",
-                          help="comma list of dtype names and groups all, float, complex, int, bool; with a group, "
-                               "dtypes the backend cannot gather are not drawn (default: all)")
-    contract.add_argument("--output", choices=OUTPUT_OPTIONS, default="auto",
-                          help="how TARGET's result reads: tensor (the concatenation along dim), list (W per-rank "
-                               "tensors), stack (a (W, ...) tensor), first (a tuple starting with the "
-                               "concatenation); auto: detected by a probe before the search (default: auto)")
-    contract.add_argument("--groups", action="store_true",
-                          help="also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle "
-                               "ranks) and pass group= to TARGET, which must accept it")
-    contract.add_argument("--kwarg", dest="kwargs", action="append", default=[], metavar="NAME=LITERAL",
-                          help="a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True "
-                               "(repeatable; the value is a Python literal: True, 3, 'text', (1, 2), None)")
-    contract.add_argument("--no-bits", dest="bits", action="store_false",
-                          help="waive bit identity (signed zeros, NaN payloads, bool bytes): values must still be "
-                               "equal, NaN to NaN and -0.0 to +0.0 (for gathers built with arithmetic)")
-    contract.add_argument("--backend", choices=BACKENDS, default="gloo", help="process-group backend (default: gloo)")
-    contract.add_argument("--device", choices=DEVICES, default="cpu", help="where the tensors live (default: cpu)")
-    per_profile = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_names.WORLD_SIZES.items())
-    contract.add_argument("--world-sizes", metavar="A-B",
-                          help=f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
-                               f"(default: the profile's: {per_profile})")
-    search = parser.add_argument_group("search")
-    budget = search.add_mutually_exclusive_group()
-    budget.add_argument("--max-examples", type=positive_int, metavar="N",
-                        help="examples to try (default: the Hypothesis profile's)")
-    budget.add_argument("--duration", type=parse_duration, metavar="SECONDS|30s|10m",
-                        help="a time budget instead of an example count (stops at the first failure)")
-    search.add_argument("--seed", type=seed_number, metavar="N", help="random seed (default: a fresh one, printed)")
-    search.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
-                        help="per case: a rank still running after this long is a hang (default: 10)")
-    search.add_argument("--profile", choices=tuple(profile_names.WORLD_SIZES),
-                        help=f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)")
-    search.add_argument("--probe-misuse", action="store_true",
-                        help="also probe out-of-contract input: every rank must raise, not hang or answer wrongly")
-    output = parser.add_argument_group("output")
-    output.add_argument("--json", metavar="PATH", help="write the verdict and violations as JSON")
-    output.add_argument("--repro-dir", default=files.default_path("repros"), metavar="DIR",
-                        help=f"where repro scripts of counterexamples go, one folder per target "
-                             f"(default: {files.default_path('repros')})")
-    output.add_argument("--html", metavar="PATH",
-                        help="write the coverage page: examples and failures per world size x dtype and per value of "
-                             "every other axis, with the findings (one static file)")
-    output.add_argument("--quiet", action="store_true", help="no header, progress line or coverage summary")
-    output.add_argument("--full-stacks", action="store_true",
-                        help="show every frame of a hanging or failing rank's stack, the harness's, "
-                             "multiprocessing's and torch's included (default: the target's own frames and "
-                             "the collective it is in; the JSON always has them all)")
+    options.add_to_parser(parser)
 
 
 def add_listen_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,8 +127,8 @@ def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
     replay.add_argument("--on-cpu", action="store_true",
                         help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
-    replay.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
-                        help="per case: a rank still running after this long is a hang (default: 10)")
+    replay.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"per case: a rank still running after this long is a hang (default: {DEFAULT_TIMEOUT_S:g})")
     replay.set_defaults(run=command("harness.fuzz", "run_replay_command"))
 
 

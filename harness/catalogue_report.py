@@ -148,7 +148,7 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     own fixed seed and no example database, so the same versions print the same table.
     """
     specs = select(variants)
-    pool = shared_pool(timeout)
+    pool = shared_pool()
     started = time.monotonic()
     rows = [check_variant(spec, pool, f"[{i}/{len(specs)}] {spec.name}: ", max_examples=max_examples,
                           probe_misuse=probe_misuse, timeout=timeout, quiet=quiet)

@@ -195,15 +195,15 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     contract = (remote.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-        kwargs=fixed_arguments(args.kwargs))
+        kwargs=fixed_arguments(args.kwargs), bits=args.bits)
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
                            timeout=args.timeout, probe_misuse=args.probe_misuse, repro_dir=args.repro_dir,
-                           profile=profile, bits=args.bits, full_stacks=args.full_stacks)
-    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool(args.timeout)
+                           profile=profile, full_stacks=args.full_stacks)
+    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool()
     prepared = prepare(options, pool)
     if not args.quiet:
         print(_header(options, prepared), flush=True)

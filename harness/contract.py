@@ -1,7 +1,7 @@
 """What a gather variant promises: the contract the harness holds it to.
 
 A contract is plain data so that the CLI, the pytest plugin, the catalogue and the
-strategies all describe a variant the same way (BRIEF §2).  Ranks never need it.
+strategies all describe a variant the same way.  Ranks never need it.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Contract:
       probed with ragged input only under ``--probe-misuse``.
     - ``dims``: ``"0"`` (gather along dim 0 only) or ``"any"`` (any dim, negative included).
     - ``dtypes``: the dtype names the variant claims to handle.
-    - ``grad``: the gradient contract of BRIEF §3.
+    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see README).
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
       ``auto`` to let the probe detect it.
     - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target.
@@ -131,6 +131,9 @@ class Contract:
       idle rank): what a mesh-dimension gather can be given.
     - ``kwargs``: fixed arguments passed on every call, ``(name, literal source)`` pairs
       (``--kwarg sync_grads=True``): part of what is checked, so part of :meth:`describe`.
+    - ``bits``: results must be bit-identical to the reference (signed zeros, NaN payloads,
+      bool bytes), not only equal in value; ``False`` for gathers built with arithmetic.
+      What is judged, not what is drawn: it is left out of :meth:`describe`.
     - ``optional_group``: set by the probe when the target's group parameter has a default
       and no ``--groups``: cases draw whether it is passed (``Case.world_group``).
     """
@@ -146,6 +149,7 @@ class Contract:
     groups: bool = False
     mesh: bool = False
     kwargs: tuple[tuple[str, str], ...] = ()
+    bits: bool = True
     optional_group: bool = False
 
     def __post_init__(self) -> None:

@@ -133,7 +133,8 @@ def plan(args: argparse.Namespace) -> list[Entry]:
         specs = [by_name(name.strip()) for name in names] or list(CATALOGUE)
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
-    on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes}
+    on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes,
+                  "bits": contract.bits}
     return [_catalogue_entry(spec, spec.contract.with_(**on_backend)) for spec in specs]
 
 
@@ -161,7 +162,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
                  device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-                 kwargs=fixed_arguments(args.kwargs))
+                 kwargs=fixed_arguments(args.kwargs), bits=args.bits)
 
 
 # -- the budget and the summary ----------------------------------------------------------------------
@@ -273,7 +274,6 @@ class Fuzzer:
     probe_misuse: bool
     repro_dir: str
     profile: str
-    bits: bool = True
     show: Callable[[Progress], None] | None = None
     #: Set by SIGTERM or SIGINT: the run ends after the example in flight.
     stop: threading.Event = field(default_factory=threading.Event)
@@ -336,8 +336,7 @@ class Fuzzer:
         self.turns += 1
         return CheckOptions(target=entry.target, contract=entry.contract, dtype_text=entry.dtype_text,
                             duration_s=slice_s, seed=self.seed + SEED_STRIDE * self.turns, timeout=self.timeout,
-                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile,
-                            bits=self.bits)
+                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile)
 
     def _watch(self, entry: Entry, before: int, slice_s: float) -> Callable[[Progress], None]:
         """The per-example callback: tally, progress line, periodic save, and the end of the turn.
@@ -400,7 +399,7 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     duration = DEFAULT_DURATION_S if args.duration is None and args.max_examples is None else args.duration
     contract = entries[0].contract
-    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool(args.timeout)
+    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool()
     database = getattr(profile_settings(profile).database, "path", None)
     settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
                 "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,
@@ -408,7 +407,7 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     summary = Summary(args.json, args.save_every, settings, entries,
                       html=args.html or str(Path(args.json).with_suffix(".html")))
     fuzzer = Fuzzer(entries, summary, Budget(duration, args.max_examples), pool, seed, args.timeout,
-                    args.probe_misuse, args.repro_dir, profile, bits=args.bits)
+                    args.probe_misuse, args.repro_dir, profile)
     if args.target is not None:
         fuzzer.prepare(entries[0])  # a TARGET that cannot be loaded is a usage error (2), as in check
     if not args.quiet:
@@ -472,7 +471,7 @@ def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     if args.index is not None and not 0 <= args.index < len(findings):
         raise UsageError(f"--index {args.index}: {args.summary} has {len(findings)} finding(s)")
     chosen = findings if args.index is None else [findings[args.index]]
-    pool = shared_pool(args.timeout)
+    pool = shared_pool()
     reproduced = 0
     for finding in chosen:
         case = _replay_case(finding, args.on_cpu)

@@ -54,16 +54,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness import profiles, targets
-from harness.contract import (
-    BACKENDS,
-    DEVICES,
-    GRAD_CONTRACTS,
-    OUTPUT_OPTIONS,
-    UsageError,
-    parse_kwarg,
-    parse_world_sizes,
-)
+from harness import files, profiles, targets
+from harness.contract import UsageError, parse_kwarg, parse_world_sizes
+from harness.options import OPTIONS, add_to_pytest, option_value
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -79,31 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gather-harness", "check a gather(x, dim) implementation (gather-harness)")
     group.addoption("--gather-impl", metavar="TARGET",
                     help=f"package.module:attr or path/to/file.py:attr to check (or ${TARGET_ENV})")
-    group.addoption("--gather-ragged", dest="gather_ragged", action="store_true", default=True,
-                    help="ranks may hold different lengths along dim (default)")
-    group.addoption("--gather-no-ragged", dest="gather_ragged", action="store_false", help="equal shapes only")
-    group.addoption("--gather-dims", choices=("0", "any"), default="any", help="dim 0 only, or any dim (default: any)")
-    group.addoption("--gather-grad", choices=GRAD_CONTRACTS, default="none", help="gradient contract (default: none)")
-    group.addoption("--gather-dtypes", default="all", metavar="LIST", help="dtype names and groups (default: all)")
-    group.addoption("--gather-output", choices=OUTPUT_OPTIONS, default="auto",
-                    help="how the result reads: tensor, list, stack, first; auto: detected (default: auto)")
-    group.addoption("--gather-groups", action="store_true", help="also draw subgroup layouts and pass group=")
-    group.addoption("--gather-kwarg", action="append", default=[], metavar="NAME=LITERAL",
-                    help="a fixed argument passed on every call, e.g. sync_grads=True (repeatable; a Python literal)")
-    group.addoption("--gather-no-bits", dest="gather_bits", action="store_false", default=True,
-                    help="waive bit identity (signed zeros, NaN payloads, bool bytes); values must still be equal")
-    group.addoption("--gather-backend", choices=BACKENDS, default="gloo", help="default: gloo")
-    group.addoption("--gather-device", choices=DEVICES, default="cpu", help="default: cpu")
-    group.addoption("--gather-world-sizes", metavar="A-B", help="world-size range (default: the profile's)")
-    group.addoption("--gather-max-examples", type=int, metavar="N", help="examples (default: the profile's)")
-    group.addoption("--gather-timeout", type=float, default=None, metavar="SECONDS",
-                    help="per case: a rank still running after this long is a hang (default: 10)")
-    group.addoption("--gather-seed", type=int, metavar="N", help="the search's seed (default: 0)")
-    group.addoption("--gather-full-stacks", action="store_true",
-                    help="show every frame of a failing rank's stack (default: the target's own frames)")
-    group.addoption("--gather-probe-misuse", action="store_true", help="also probe out-of-contract input")
-    group.addoption("--gather-repro-dir", metavar="DIR", help="where repro scripts go (default: <rootdir>/.gather-harness/repros)")
-    group.addoption("--gather-html", metavar="PATH", help="also write the coverage page of the check there")
+    add_to_pytest(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -111,15 +80,12 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("gather_impl") or os.environ.get(TARGET_ENV)
     if not target:
         return
-    from harness import api, files  # imports torch: only when a target is selected
+    from harness import api  # imports torch: only when a target is selected
     from harness.targets import TargetError
 
     profile = _our_profile(config) or profiles.default_name()
     text = config.getoption("gather_world_sizes")
-    max_examples = config.getoption("gather_max_examples")
     try:
-        if max_examples is not None and max_examples < 1:
-            raise UsageError(f"--gather-max-examples: {max_examples} is not a positive whole number")
         contract = api.build_contract(
             ragged=config.getoption("gather_ragged"), dims=config.getoption("gather_dims"),
             grad=config.getoption("gather_grad"), dtype_text=config.getoption("gather_dtypes"),
@@ -127,16 +93,23 @@ def pytest_configure(config: pytest.Config) -> None:
             world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
             output=config.getoption("gather_output"), groups=config.getoption("gather_groups"),
             kwargs=tuple(parse_kwarg(text, "--gather-kwarg") for text in config.getoption("gather_kwarg")),
+            bits=config.getoption("gather_bits"),
         )
         config.stash[_OPTIONS] = api.CheckOptions(
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
-            max_examples=max_examples, timeout=config.getoption("gather_timeout") or 10.0,
-            seed=config.getoption("gather_seed"), full_stacks=config.getoption("gather_full_stacks"),
-            probe_misuse=config.getoption("gather_probe_misuse"), profile=profile, bits=config.getoption("gather_bits"),
-            repro_dir=config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
+            profile=profile, **_fixture_options(config),
         )
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
+
+
+def _fixture_options(config: pytest.Config) -> dict[str, Any]:
+    """The session's budget options (:attr:`harness.options.Option.fixture`) as ``check_gather``
+    keywords: those given, and the repro folder under the rootdir."""
+    given = {option.name: option_value(option, config.getoption(f"gather_{option.name}"))
+             for option in OPTIONS if option.fixture}
+    given = {name: value for name, value in given.items() if value not in (None, False)}
+    return {"repro_dir": str(config.rootpath / files.default_path("repros")), **given}
 
 
 def _our_profile(config: pytest.Config) -> str | None:
@@ -187,18 +160,13 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 def gather_check(request: pytest.FixtureRequest) -> Callable[..., CheckReport]:
     """``gather_check(target, **options)``: :func:`harness.check_gather` inside a test, with the
     session's ``--gather-*`` budget options where the call gives none (see the module docstring)."""
-    from harness import api, files
+    from harness import api
 
-    config = request.config
-    session = {"max_examples": config.getoption("gather_max_examples"), "timeout": config.getoption("gather_timeout"),
-               "seed": config.getoption("gather_seed"), "probe_misuse": config.getoption("gather_probe_misuse") or None,
-               "full_stacks": config.getoption("gather_full_stacks") or None,
-               "repro_dir": config.getoption("gather_repro_dir") or str(config.rootpath / files.default_path("repros")),
-               "profile": _our_profile(config)}
+    session = {**_fixture_options(request.config), "profile": _our_profile(request.config)}
 
-    def check(gather: Any, **options: Any) -> CheckReport:
+    def check(gather: Any, **keywords: Any) -> CheckReport:
         __tracebackhide__ = True
-        return api.check_gather(gather, **{**{k: v for k, v in session.items() if v is not None}, **options})
+        return api.check_gather(gather, **{**{k: v for k, v in session.items() if v is not None}, **keywords})
 
     return check
 
@@ -215,7 +183,7 @@ class GatherCheckItem(pytest.Item):
         from harness.pool import shared_pool
 
         options = self.config.stash[_OPTIONS]
-        pool = shared_pool(options.timeout)
+        pool = shared_pool()
         report = api.execute(options, pool, api.prepare(options, pool))
         api.warn_unattributed(report)
         self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples),

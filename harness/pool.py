@@ -36,6 +36,7 @@ from harness import rank as rank_module
 from harness.case import Case
 from harness.contract import MAX_WORLD_SIZE
 from harness.conventions import Call
+from harness.options import DEFAULT_TIMEOUT_S
 from harness.procedure import RankResult, RunRequest
 from harness.protocol import (
     LEDGER_BYTES,
@@ -59,7 +60,6 @@ POLL_S = (0.005, 0.02)
 _FAST_POLLS_S = 0.1
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
-DEFAULT_TIMEOUT_S = 10.0
 #: Sets kept starting in the background for a key that has had a fault: shrinking a fault
 #: replaces the set at every step (measured on the 2-core box: a W=2 step took 90 ms with a
 #: set started on demand, 60-65 ms with a spare; a second spare gained nothing, CPU-bound).
@@ -657,12 +657,15 @@ def _remove_stale_dirs() -> None:
 _SHARED: Pool | None = None
 
 
-def shared_pool(timeout: float = DEFAULT_TIMEOUT_S) -> Pool:
-    """The process-wide pool (one per pytest process or CLI run), created on first use."""
+def shared_pool() -> Pool:
+    """The process-wide pool (one per pytest process or CLI run), created on first use.
+
+    Its own timeout is the default one: a check's per-case timeout travels with each of its
+    calls (``timeout=``), never by changing a pool other checks share.
+    """
     global _SHARED
     if _SHARED is None or _SHARED.closed:
-        _SHARED = Pool(timeout=timeout)
-    _SHARED.timeout = timeout
+        _SHARED = Pool()
     return _SHARED
 
 

@@ -64,6 +64,7 @@ from harness import files
 from harness.arguments import CONNECT_TIMEOUT_S
 from harness.case import Case
 from harness.contract import Contract, UsageError, parse_dtypes
+from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, receive, send
@@ -257,7 +258,7 @@ class RemotePool(RankSets):
     """
 
     def __init__(self, listen: str = "127.0.0.1:0", *, backend: str = "gloo", device: str = "cpu",
-                 world_size: int | None = None, timeout: float = 10.0,
+                 world_size: int | None = None, timeout: float = DEFAULT_TIMEOUT_S,
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
                  reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S, authkey: bytes | None = None,
                  address_file: str | None = None, announce: Callable[[str], None] | None = None) -> None:
@@ -417,7 +418,7 @@ def _to_stderr(text: str) -> None:
 
 def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,
                    world_sizes: tuple[int, int], output: str = "auto", groups: bool = False,
-                   kwargs: tuple[tuple[str, str], ...] = ()) -> Contract:
+                   kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True) -> Contract:
     """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
 
     The driver may run on a machine without GPUs, or with fewer than the job has.
@@ -429,7 +430,8 @@ def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backe
     if backend == "nccl" and device != "cuda":
         raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
     return Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs)
+                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
+                    bits=bits)
 
 
 def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:

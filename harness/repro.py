@@ -28,6 +28,7 @@ from harness import checks, conventions, files, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
 from harness.finding import Finding
+from harness.options import DEFAULT_TIMEOUT_S
 
 #: The modules a repro embeds, in the order they import each other (all relatively).
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
@@ -40,7 +41,7 @@ EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
 )
 
 
-def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout: float = 10.0,
+def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT_S,
           out_of_contract: bool = False) -> Path:
     """Write ``<directory>/<target>/<property>.py`` for ``finding``; return its absolute path.
 

@@ -28,7 +28,8 @@ import functools
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import hypothesis
 from hypothesis import event, given, note, settings
@@ -50,6 +51,7 @@ from harness.contract import Contract, UsageError
 from harness.conventions import Call
 from harness.coverage import Coverage
 from harness.finding import Finding, finding_of
+from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import Outcome, RankSets, shared_pool
 
 #: The stability calls (companion input, same input again) run on one drawn example in this many.
@@ -179,35 +181,53 @@ class CheckReport:
         }
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """How one search runs, passed whole from the front ends to the engine.
+
+    - ``max_examples`` (default: the profile's) counts strata and drawn examples together;
+      ``duration_s`` replaces it with a time budget.
+    - ``seed``: the search's seed (``None``: 0).
+    - ``timeout``: per case; a rank still running after this long is a hang.
+    - ``probe_misuse``: also search out-of-contract input.
+    - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
+    - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
+      (see :meth:`_Session.search`).
+    - ``track_semantics``: count which gradient contracts the gradients matched
+      (:meth:`CheckReport.de_facto_semantics`).
+    """
+
+    max_examples: int | None = None
+    duration_s: float | None = None
+    seed: int | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    probe_misuse: bool = False
+    base_settings: settings | None = None
+    shrink_budget_s: float = 30.0
+    track_semantics: bool = False
+
+
 def run_check(
     target: str,
     contract: Contract,
+    search: SearchSettings | None = None,
     *,
-    max_examples: int | None = None,
-    duration_s: float | None = None,
-    seed: int | None = None,
-    timeout: float = 10.0,
-    probe_misuse: bool = False,
     pool: RankSets | None = None,
-    track_semantics: bool = False,
     on_example: Callable[[Progress], None] | None = None,
-    base_settings: settings | None = None,
-    shrink_budget_s: float = 30.0,
-    bits: bool = True,
     probed: probe.Probe | None = None,
+    **changes: Any,
 ) -> CheckReport:
     """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
     and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a failure on the
     probe case itself is shrunk like a failing stratum's, and ends the search unless its replays
-    put it aside).  ``max_examples`` (default: the
-    profile's) counts strata and drawn examples together; ``duration_s`` replaces it with a
-    time budget.  ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
-    (see :meth:`_Session.search`); ``bits`` checks raw-byte identity on top
-    of value equality.  ``probed``: the probe's result when the caller already ran it.
+    put it aside).  ``search`` says how (``changes``: fields of :class:`SearchSettings` to
+    replace, for a caller that has none); ``contract.bits`` checks raw-byte identity on top of
+    value equality.  ``probed``: the probe's result when the caller already ran it.
     """
-    pool = pool or shared_pool(timeout)
+    search = replace(search or SearchSettings(), **changes)
+    pool = pool or shared_pool()
     backend, device = contract.backends[0], contract.devices[0]
     caps = capabilities.measure(pool, backend, device)
     dtypes = tuple(d for d in contract.dtypes if caps.supports(d))
@@ -215,21 +235,24 @@ def run_check(
         raise UsageError(f"--dtypes: none of {', '.join(contract.dtypes)} is supported by {backend}/{device} "
                          f"(supported: {', '.join(caps.gather_dtypes())})")
     started = time.monotonic()
-    probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0], timeout=timeout)
+    probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
+                                 timeout=search.timeout)
     contract = probed.contract
-    report = CheckReport(target, contract, 0, 0.0, [], seed=seed, convention=probed.convention, notes=probed.notes,
+    report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention, notes=probed.notes,
                          coverage=Coverage.for_contract(contract, dtypes))
-    active = profiles.keyed(profiles.for_the_pool(base_settings or settings()), f"{target}|{contract.describe()}".encode())
-    session = _Session(pool, target, probed.convention.call, timeout, bits, active, seed or 0, on_example,
-                       shrink_budget_s, collections.Counter() if track_semantics else None)
-    budget = max_examples or active.max_examples
-    deadline = None if duration_s is None else time.monotonic() + duration_s
+    active = profiles.keyed(profiles.for_the_pool(search.base_settings or settings()),
+                            f"{target}|{contract.describe()}".encode())
+    session = _Session(pool, target, probed.convention.call, contract.bits, search, active, on_example,
+                       collections.Counter() if search.track_semantics else None)
+    budget = search.max_examples or active.max_examples
+    deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
     if probed.failed is not None:
         report.findings = session.confirmed(session.probe_failed(probed.failed, strategies.cases(
             contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device)))
     if not report.findings:
-        layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device, seed=seed or 0)
-        if duration_s is None:
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
+                                   seed=search.seed or 0)
+        if search.duration_s is None:
             layers = layers[: max(1, budget // 2)]
         report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
                                                                 device=device), session.judge, budget, deadline)
@@ -237,11 +260,10 @@ def run_check(
     report.leaks = session.leak_notes()
     report.notes = [*report.notes, *session.notes]
     report.unattributed = session.unattributed
-    if probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
-        misuse = _Session(pool, target, probed.convention.call, timeout, bits,
-                          profiles.keyed(active, b"misuse"), seed or 0, on_example, shrink_budget_s, None,
-                          out_of_contract=True)
-        deadline = None if duration_s is None else time.monotonic() + duration_s
+    if search.probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
+        misuse = _Session(pool, target, probed.convention.call, contract.bits, search,
+                          profiles.keyed(active, b"misuse"), on_example, None, out_of_contract=True)
+        deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
         report.misuse_findings = misuse.find(
             [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
             misuse.judge_misuse, budget, deadline)
@@ -263,12 +285,10 @@ class _Session:
     pool: RankSets
     target: str
     call: Call
-    timeout: float
     bits: bool
+    config: SearchSettings
     settings: settings
-    seed: int
     on_example: Callable[[Progress], None] | None
-    shrink_budget_s: float
     semantics: collections.Counter[str] | None
     progress: Progress = field(default_factory=Progress)
     #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
@@ -301,7 +321,7 @@ class _Session:
     def _run(self, case: Case, repeat: bool) -> Outcome:
         self.progress.examples += 1
         self.progress.current = case
-        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.timeout,
+        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout,
                                   diagnose=False,  # the confirmation's replay collects stacks and logs
                                   meanwhile=functools.partial(prepare, case, stability=repeat))
         return self.last
@@ -409,7 +429,7 @@ class _Session:
         """
         found: dict[str, Finding] = {}
         failed: dict[Case, Finding] = {}
-        clock = _ShrinkClock(self.shrink_budget_s)
+        clock = _ShrinkClock(self.config.shrink_budget_s)
         self.failing = after_failure
 
         def body(case: Case) -> None:
@@ -439,7 +459,7 @@ class _Session:
             batch = budget if deadline is None else min(budget, 200)
             # ``seed`` first: it switches the database off, and the settings applied after it
             # (ours, with the database) replace that; saved failures are replayed first.
-            seed = self.seed + run + RESUMED_SEED_STEP * self.resumed
+            seed = (self.config.seed or 0) + run + RESUMED_SEED_STEP * self.resumed
             test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
             try:
                 test()
@@ -467,9 +487,9 @@ class _Session:
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)
             for earlier, repeat in history:
-                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.timeout)
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
             outcome = self.pool.run(case, self.target, call=self.call, repeat=not out_of_contract,
-                                    timeout=self.timeout)
+                                    timeout=self.config.timeout)
             violations = check_misuse(outcome) if out_of_contract else check_outcome(outcome, bits=self.bits)
             if violations and not outcome.fault:
                 self.pool.forget_state(case)
@@ -541,4 +561,4 @@ def _note_outcome(outcome: Outcome) -> None:
              + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
 
 
-__all__ = ["CheckReport", "Progress", "PropertyViolation", "VIOLATION_TYPES", "run_check"]
+__all__ = ["CheckReport", "Progress", "PropertyViolation", "SearchSettings", "VIOLATION_TYPES", "run_check"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import arguments, cli
+from harness import arguments, cli, options
 from harness.output import ProgressLine
 from harness.search import Progress
 
@@ -234,7 +234,7 @@ def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("1.5m", 90.0), ("2h", 7200.0)])
 def test_duration_units(text: str, seconds: float) -> None:
-    assert arguments.parse_duration(text) == seconds
+    assert options.parse_duration(text) == seconds
 
 
 def test_rerun_command_sets_the_seed() -> None:

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from harness import profiles
-from harness.arguments import parse_duration
 from harness.case import Case, RankSpec
 from harness.cli import main
+from harness.options import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = "harness.ragged:gather_sum"

@@ -1,0 +1,216 @@
+"""Every setting of a check, declared once: its name, type, default and help.
+
+The command line (``check``/``fuzz``, :mod:`harness.arguments`), the pytest plugin's
+``--gather-*`` options (:mod:`harness.plugin`) and the Python API's keyword defaults
+(:func:`harness.check_gather`, :class:`harness.api.CheckOptions`) are all generated from or
+read off :data:`OPTIONS`, so a new setting is one row here and the front ends cannot drift
+apart.  Plain data, importing neither torch nor Hypothesis: parsing a command line must stay
+fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness import files, profile_names
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError
+
+#: Per case: a rank still running after this long is a hang.  The one default every front end
+#: and the engine share.
+DEFAULT_TIMEOUT_S = 10.0
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting.
+
+    ``name`` is the Python keyword and the CLI's ``dest``; ``flag`` its command-line spelling
+    (``--flag``; the plugin's is ``--gather-flag``).  ``kind`` says how it is spelled there:
+
+    - ``value``: ``--flag VALUE``, converted by ``type`` (``str`` when ``None``);
+    - ``switch``: ``--flag`` sets it true;
+    - ``negatable``: ``--flag`` / ``--no-flag`` (default true);
+    - ``waivable``: only ``--no-flag``, which sets it false (default true);
+    - ``repeat``: ``--flag VALUE``, any number of times, collected in a list.
+
+    ``section`` is the CLI's help group (``contract``, ``search``, ``budget``: the mutually
+    exclusive pair of budgets, ``output``).  ``plugin``: also a pytest option; ``fixture``: a
+    budget option the ``gather_check`` fixture fills in from the session, so its pytest default
+    is ``None`` (not given).
+    """
+
+    name: str
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    kind: str = "value"
+    section: str = "search"
+    flag: str = ""
+    plugin: bool = True
+    fixture: bool = False
+
+    @property
+    def spelled(self) -> str:
+        """The option's word on a command line: ``world-sizes`` for ``world_sizes``."""
+        return self.flag or self.name.replace("_", "-")
+
+
+def _number(convert: Callable[[str], float], accept: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    """An argparse ``type`` that converts and range-checks, naming what it wanted."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+positive_int = _number(int, lambda n: n >= 1, "a positive whole number")
+seed_number = _number(int, lambda n: n >= 0, "a whole number >= 0")
+positive_float = _number(float, lambda n: n > 0, "a positive number of seconds")
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration like 90, 30s or 10m")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+_PER_PROFILE = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_names.WORLD_SIZES.items())
+
+#: The settings of a check, in the order ``--help`` lists them.
+OPTIONS: tuple[Option, ...] = (
+    Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
+           section="contract"),
+    Option("dims", "gather along dim 0 only, or any dim, negative ones included (default: any)", "any",
+           choices=("0", "any"), section="contract"),
+    Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W (default: none)",
+           "none", choices=GRAD_CONTRACTS, section="contract"),
+    Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
+                     "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract"),
+    Option("output", "how TARGET's result reads: tensor (the concatenation along dim), list (W per-rank tensors), "
+                     "stack (a (W, ...) tensor), first (a tuple starting with the concatenation); auto: detected by a "
+                     "probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS, section="contract"),
+    Option("groups", "also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle ranks) and pass "
+                     "group= to TARGET, which must accept it", False, kind="switch", section="contract"),
+    Option("kwargs", "a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True (repeatable; the "
+                     "value is a Python literal: True, 3, 'text', (1, 2), None)", (), metavar="NAME=LITERAL",
+           kind="repeat", section="contract", flag="kwarg"),
+    Option("bits", "waive bit identity (signed zeros, NaN payloads, bool bytes): values must still be equal, NaN to "
+                   "NaN and -0.0 to +0.0 (for gathers built with arithmetic)", True, kind="waivable",
+           section="contract"),
+    Option("backend", "process-group backend (default: gloo)", "gloo", choices=BACKENDS, section="contract"),
+    Option("device", "where the tensors live (default: cpu)", "cpu", choices=DEVICES, section="contract"),
+    Option("world_sizes", f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
+                          f"(default: the profile's: {_PER_PROFILE})", metavar="A-B", section="contract"),
+    Option("max_examples", "examples to try (default: the Hypothesis profile's)", type=positive_int, metavar="N",
+           section="budget", fixture=True),
+    Option("duration", "a time budget instead of an example count (stops at the first failure)",
+           type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False),
+    Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
+           fixture=True),
+    Option("timeout", f"per case: a rank still running after this long is a hang (default: {DEFAULT_TIMEOUT_S:g})",
+           DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True),
+    Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
+           choices=tuple(profile_names.WORLD_SIZES), plugin=False),
+    Option("probe_misuse", "also probe out-of-contract input: every rank must raise, not hang or answer wrongly",
+           False, kind="switch", fixture=True),
+    Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False),
+    Option("repro_dir", f"where repro scripts of counterexamples go, one folder per target (default: "
+                        f"{files.default_path('repros')})", files.default_path("repros"),
+           metavar="DIR", section="output", fixture=True),
+    Option("html", "write the coverage page: examples and failures per world size x dtype and per value of every "
+                   "other axis, with the findings (one static file)", metavar="PATH", section="output"),
+    Option("quiet", "no header, progress line or coverage summary", False, kind="switch", section="output",
+           plugin=False),
+    Option("full_stacks", "show every frame of a hanging or failing rank's stack, the harness's, multiprocessing's "
+                          "and torch's included (default: the target's own frames and the collective it is in; the "
+                          "JSON always has them all)", False, kind="switch", section="output", fixture=True),
+)
+
+_BY_NAME = {option.name: option for option in OPTIONS}
+_SECTIONS = {"contract": "contract (what TARGET claims)", "search": "search", "output": "output"}
+
+
+def default(name: str) -> Any:
+    """The default of setting ``name`` (the API's keyword defaults are these)."""
+    return _BY_NAME[name].default
+
+
+def add_to_parser(parser: argparse.ArgumentParser) -> None:
+    """Every option of :data:`OPTIONS` as ``check``'s (and ``fuzz``'s) command-line options."""
+    groups = {key: parser.add_argument_group(title) for key, title in _SECTIONS.items()}
+    groups["budget"] = groups["search"].add_mutually_exclusive_group()
+    for option in OPTIONS:
+        groups[option.section].add_argument(*_cli_spelling(option), dest=option.name, help=option.help,
+                                            **_argparse_keywords(option))
+
+
+def _cli_spelling(option: Option) -> tuple[str, ...]:
+    return (f"--no-{option.spelled}",) if option.kind == "waivable" else (f"--{option.spelled}",)
+
+
+def _argparse_keywords(option: Option) -> dict[str, Any]:
+    if option.kind == "switch":
+        return {"action": "store_true"}
+    if option.kind == "waivable":
+        return {"action": "store_false"}
+    if option.kind == "negatable":
+        return {"action": argparse.BooleanOptionalAction, "default": option.default}
+    keywords: dict[str, Any] = {"metavar": option.metavar, "choices": option.choices}
+    if option.type is not None:
+        keywords["type"] = option.type
+    if option.kind == "repeat":
+        return {**keywords, "action": "append", "default": list(option.default)}
+    return {**keywords, "default": option.default}
+
+
+def add_to_pytest(group: Any) -> None:
+    """Every plugin option of :data:`OPTIONS` as ``--gather-*`` options of a pytest option group.
+
+    Values stay text (:func:`option_value` converts them, so that a bad one is the plugin's
+    usage error naming the option, not argparse's); a fixture budget option defaults to
+    ``None`` so that a ``gather_check`` call's own keyword wins over no option.
+    """
+    for option in OPTIONS:
+        if not option.plugin:
+            continue
+        flag, dest = f"--gather-{option.spelled}", f"gather_{option.spelled.replace('-', '_')}"
+        if option.kind == "negatable":
+            group.addoption(flag, dest=dest, action="store_true", default=option.default, help=option.help)
+            group.addoption(f"--gather-no-{option.spelled}", dest=dest, action="store_false",
+                            help=f"the opposite of {flag}")
+        elif option.kind == "waivable":
+            group.addoption(f"--gather-no-{option.spelled}", dest=dest, action="store_false", default=True,
+                            help=option.help)
+        else:
+            keywords = {key: value for key, value in _argparse_keywords(option).items() if key != "type"}
+            if option.fixture:
+                keywords["default"] = None
+            group.addoption(flag, dest=dest, help=option.help, **keywords)
+
+
+def option_value(option: Option, value: Any) -> Any:
+    """The value of a ``--gather-*`` option, converted by the option's type; a bad one raises
+    :class:`~harness.contract.UsageError` naming the option."""
+    if option.type is None or not isinstance(value, str):
+        return value
+    try:
+        return option.type(value)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"--gather-{option.spelled}: {exc}") from None
