@@ -1,4 +1,4 @@
-"""The Python API, and the steps every front end shares (CLI ``check``, pytest plugin, report).
+"""The Python API, and the steps the front ends share (CLI ``check`` and ``fuzz``, pytest plugin).
 
 Use it from another project's test suite::
 
@@ -23,7 +23,10 @@ process, so a gather that hangs or aborts cannot take the test run down with it.
 A check goes through the same three steps from every front end, so they cannot drift apart:
 :func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
 backend's dtype support is measured, ranks import the target and the probe decides its calling
-convention) and :func:`execute` (the search, then one repro script per finding).
+convention) and :func:`execute` (the search, then hints and one repro script per finding).
+The catalogue ``report`` (:mod:`harness.catalogue_report`) runs the search alone
+(:func:`harness.search.run_check`): its table is the verdicts, with no repro scripts written
+and no extra calls for hints.
 """
 
 from __future__ import annotations
@@ -317,11 +320,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
             f"--dtypes {','.join(refused)}: {backend}/{device} cannot all_gather {', '.join(refused)} in torch "
             f"{torch.__version__} (it can: {', '.join(caps.gather_dtypes())}); drop it, or use a group such as all"
         )
-    drawn = tuple(name for name in options.contract.dtypes if name not in missing)
-    if not drawn:
-        raise UsageError(f"--dtypes: none of {', '.join(options.contract.dtypes)} is supported by {backend}/{device} "
-                         f"(supported: {', '.join(caps.gather_dtypes())})")
-    dtype = simplest_first(drawn)[0]
+    dtype = simplest_first(caps.drawable(options.contract.dtypes))[0]
     found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout)
     found.notes += [note] if note else []

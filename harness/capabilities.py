@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from harness.contract import ALL_DTYPES
+from harness.contract import ALL_DTYPES, UsageError
 from harness.pool import PoolError, RankCallFailed
 from harness.rank import case_device
 
@@ -43,6 +43,14 @@ class Capabilities:
     def gather_dtypes(self) -> tuple[str, ...]:
         """The harness dtypes the backend can all_gather: what strategies may draw."""
         return tuple(d for d in ALL_DTYPES if self.supports(d))
+
+    def drawable(self, dtypes: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of ``dtypes`` the backend can all_gather; :class:`UsageError` when none is."""
+        drawn = tuple(name for name in dtypes if self.supports(name))
+        if not drawn:
+            raise UsageError(f"--dtypes: none of {', '.join(dtypes)} is supported by {self.backend}/{self.device} "
+                             f"(supported: {', '.join(self.gather_dtypes())})")
+        return drawn
 
     def table(self) -> str:
         """A fixed-width matrix: one row per dtype, one column per op."""

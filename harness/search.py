@@ -47,7 +47,7 @@ from harness.checks import (
     outcome_notes,
     prepare,
 )
-from harness.contract import Contract, UsageError
+from harness.contract import Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
 from harness.finding import Finding, finding_of
@@ -230,10 +230,7 @@ def run_check(
     pool = pool or shared_pool()
     backend, device = contract.backends[0], contract.devices[0]
     caps = capabilities.measure(pool, backend, device)
-    dtypes = tuple(d for d in contract.dtypes if caps.supports(d))
-    if not dtypes:
-        raise UsageError(f"--dtypes: none of {', '.join(contract.dtypes)} is supported by {backend}/{device} "
-                         f"(supported: {', '.join(caps.gather_dtypes())})")
+    dtypes = caps.drawable(contract.dtypes)
     started = time.monotonic()
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
                                  timeout=search.timeout)
