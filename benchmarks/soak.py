@@ -49,8 +49,9 @@ from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
 from harness.case import Case, RankSpec  # noqa: E402
 from harness.checks import check_outcome  # noqa: E402
 from harness.contract import Contract  # noqa: E402
+from harness.faults import Outcome  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Outcome, Pool  # noqa: E402
+from harness.pool import Pool  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
 PLANTED = "tests.planted_faults"

@@ -16,7 +16,7 @@ gradient contract, an in-place write into the input) are issued as :class:`Gathe
 warnings, and a hang or crash that no replay reproduced as an
 :class:`~harness.finding.UnreproducedFaultWarning`: it is not a counterexample.  pytest lists
 both in its warnings summary.  When the harness itself cannot run (ranks that will not start,
-its capability probe failing twice) it raises :class:`~harness.pool.PoolError`, never
+its capability probe failing twice) it raises :class:`~harness.errors.PoolError`, never
 ``AssertionError``.  The target is always imported by a rank process, never by the caller's
 process, so a gather that hangs or aborts cannot take the test run down with it.
 
@@ -44,11 +44,13 @@ import torch
 from hypothesis import settings
 
 from harness import capabilities, hints, minimal_repro, profiles, repro, targets
-from harness.contract import DTYPE_GROUPS, Contract, UsageError, literal_kwargs, parse_dtypes
+from harness.contract import DTYPE_GROUPS, Contract, literal_kwargs, parse_dtypes
+from harness.errors import UsageError
 from harness.finding import Finding, UnreproducedFaultWarning
+from harness.machine import check_machine
 from harness.options import default
 from harness.output import examples_text
-from harness.pool import RankSets, local_world_size_limit, shared_pool, too_many_ranks
+from harness.pool import RankSets, shared_pool
 from harness.probe import Probe, probe
 from harness.search import CheckReport, Progress, SearchSettings, run_check
 from harness.strategies import simplest_first
@@ -281,26 +283,8 @@ def build_contract(
     contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
                         devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
                         bits=bits)
-    _check_machine(backend, device, world_sizes)
+    check_machine(backend, device, world_sizes)
     return contract
-
-
-def _check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> None:
-    limit = local_world_size_limit()
-    if world_sizes[1] > limit:
-        raise UsageError(f"--world-sizes {world_sizes[0]}-{world_sizes[1]}: {too_many_ranks(world_sizes[1], limit)}")
-    if backend == "nccl" and device != "cuda":
-        raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
-    if device != "cuda":
-        return
-    count = torch.cuda.device_count()
-    if count == 0:
-        raise UsageError(f"--device cuda: no CUDA device is visible to torch {torch.__version__} "
-                         "(torch.cuda.device_count() == 0); use --backend gloo --device cpu")
-    low, high = world_sizes
-    if backend == "nccl" and high > count:
-        raise UsageError(f"--world-sizes {low}-{high}: nccl needs one GPU per rank and torch sees {count}; "
-                         f"use --world-sizes {min(low, count)}-{count}")
 
 
 def prepare(options: CheckOptions, pool: RankSets) -> Prepared:

@@ -16,7 +16,8 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from harness import files, options, profile_names
-from harness.contract import UsageError, parse_kwarg
+from harness.contract import parse_kwarg
+from harness.errors import UsageError
 from harness.options import DEFAULT_TIMEOUT_S, positive_float, positive_int
 
 PROG = "python -m harness"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from harness.contract import ALL_DTYPES, UsageError
-from harness.pool import PoolError, RankCallFailed
+from harness.contract import ALL_DTYPES
+from harness.errors import PoolError, RankCallFailed, UsageError
 from harness.rank import case_device
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
 
     The probe is the harness's own code on its own ranks, so its failure is never the target's:
     it is tried again on fresh ranks (harmless: it only reads), then reported as a
-    :class:`~harness.pool.PoolError` naming what went wrong.
+    :class:`~harness.errors.PoolError` naming what went wrong.
     """
     world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
     why = ""

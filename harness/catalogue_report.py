@@ -41,8 +41,9 @@ from hypothesis import settings
 
 from harness import capabilities, coverage_page, profiles
 from harness.arguments import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
-from harness.contract import Contract, UsageError
+from harness.contract import Contract
 from harness.coverage import Coverage
+from harness.errors import Exit, UsageError
 from harness.files import write_json
 from harness.finding import Finding
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
@@ -175,7 +176,8 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
                                                 "torch": torch.__version__, "examples per variant": str(max_examples),
                                                 "duration": f"{elapsed:.0f} s"}, findings)
     write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
-    return 3 if any(row.report is None and not row.unavailable for row in rows) else 0  # a row the harness could not check
+    could_not_check = any(row.report is None and not row.unavailable for row in rows)
+    return Exit.HARNESS if could_not_check else Exit.PASS
 
 
 def intermittent_lines(rows: list[Row]) -> list[str]:

@@ -33,7 +33,7 @@ from .contract import DIFFERENTIABLE_DTYPES
 from .procedure import RankResult
 
 if TYPE_CHECKING:
-    from .pool import Outcome
+    from .faults import Outcome
 
 #: Property names, in the order they are checked and reported.
 PROPERTIES: tuple[str, ...] = (

@@ -1,7 +1,7 @@
 """The command line: ``python -m harness check TARGET ...`` and ``python -m harness report``.
 
-``check`` is a stable interface (BRIEF §6): option names, defaults, exit statuses and JSON
-keys may be added to, never changed.  Exit status:
+``check`` is a stable interface: option names, defaults, exit statuses and JSON keys may be
+added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 
 - 0: no counterexample;
 - 1: a counterexample (wrong values or gradients, a hang, a crash, a misuse failure);
@@ -41,8 +41,8 @@ from harness.arguments import (
     one_line,
     rerun_command,
 )
-from harness.contract import UsageError, parse_dtypes, parse_world_sizes
-from harness.targets import TargetError
+from harness.contract import parse_dtypes, parse_world_sizes
+from harness.errors import Exit, TargetError, UsageError, exit_status
 
 if TYPE_CHECKING:
     from harness.api import CheckOptions, Prepared
@@ -70,17 +70,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(done.code or 0)
     except (UsageError, TargetError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     try:
         if args.command in RANK_COMMANDS and not getattr(args, "listen", None):
             forkserver.start()
         return _run(args, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except Exception as exc:  # a bug of the harness: exit 3 with one line, never 1, never a bare traceback
         print(f"harness error: {internal_error(exc)}", file=sys.stderr)
-        return 3
+        return Exit.HARNESS
 
 
 def internal_error(exc: Exception) -> str:
@@ -116,27 +116,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         return args.run(args, argv)
     except BaseException as exc:
-        status = _status_of(exc)
+        status = exit_status(exc)
         if status is None:
             raise
-        print(f"{'error' if status == 2 else 'harness error'}: {one_line(exc)}", file=sys.stderr)
+        print(f"{'error' if status == Exit.USAGE else 'harness error'}: {one_line(exc)}", file=sys.stderr)
         return status
-
-
-def _status_of(exc: BaseException) -> int | None:
-    """2 for a target or arguments that cannot be used, 3 when the harness itself could not run.
-
-    The classes are imported here, not at the top: only a command that has imported them can
-    raise them, and ``explain-case`` or a usage error must not wait for torch.
-    """
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-        return None
-    from harness.conventions import Misfit
-    from harness.pool import PoolError, PoolGone
-
-    if isinstance(exc, (UsageError, TargetError, Misfit)):
-        return 2
-    return 3 if isinstance(exc, (PoolError, PoolGone)) else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,7 +208,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
         coverage_page.write(args.html, result.coverage, page_header(result, seed=seed), finding_dicts(result))
         print(f"coverage page: {os.path.abspath(args.html)}")
     write_step_summary(check_markdown(result))
-    return 0 if result.verdict == "pass" else 1
+    return Exit.PASS if result.verdict == "pass" else Exit.COUNTEREXAMPLE
 
 
 def _header(options: CheckOptions, prepared: Prepared) -> str:

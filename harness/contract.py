@@ -11,6 +11,8 @@ import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from .errors import UsageError
+
 #: Every dtype name the harness knows; which of them a backend really supports is measured
 #: (``harness.capabilities``), never assumed.
 ALL_DTYPES: tuple[str, ...] = (
@@ -39,14 +41,10 @@ GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean")
 #: How a target's result may be read (``harness.conventions``); ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", "tensor", "list", "stack", "first")
 #: The most ranks a case may have: torchrun jobs go this far; a local pool is capped by the
-#: machine's memory (``harness.pool.local_world_size_limit``).
+#: machine's memory (``harness.machine.local_world_size_limit``).
 MAX_WORLD_SIZE = 64
 BACKENDS: tuple[str, ...] = ("gloo", "nccl")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
-
-
-class UsageError(ValueError):
-    """A bad argument from a user: the message names the argument, the value and the fix."""
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:

@@ -52,6 +52,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .errors import Misfit
+
 OUTPUTS: tuple[str, ...] = ("tensor", "list", "stack", "first")
 #: The arguments the harness binds by a parameter's name: role -> the names that take it.
 ROLE_NAMES: dict[str, tuple[str, ...]] = {
@@ -66,10 +68,6 @@ _OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-f]+>")
 FIXED = "fixed"
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-
-
-class Misfit(TypeError):
-    """The target cannot be called, or its result read, by any supported convention."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from harness import targets
-from harness.contract import UsageError
+from harness.errors import UsageError
 
 #: The hidden directory, relative to the working directory; ``GATHER_HARNESS_DIR`` moves it.
 OUTPUT_DIR = ".gather-harness"

@@ -54,14 +54,15 @@ from harness.api import (
 from harness.arguments import FUZZ_DURATION_S, fixed_arguments, one_line, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
-from harness.contract import Contract, UsageError, parse_world_sizes
-from harness.conventions import Call, Misfit
+from harness.contract import Contract, parse_world_sizes
+from harness.conventions import Call
 from harness.coverage import Coverage
+from harness.errors import Exit, Misfit, PoolError, PoolGone, TargetError, UsageError
 from harness.finding import Finding, format_violations
+from harness.machine import check_devices
 from harness.output import ProgressLine
-from harness.pool import PoolError, PoolGone, RankSets, check_devices, shared_pool
+from harness.pool import RankSets, shared_pool
 from harness.search import Progress
-from harness.targets import TargetError
 from harness.variants import CATALOGUE, VariantSpec, by_name
 
 DEFAULT_DURATION_S = FUZZ_DURATION_S
@@ -431,8 +432,8 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     if not args.quiet:
         print("\n" + summary.coverage().summary() + f"\ncoverage page: {os.path.abspath(summary.html or '')}")
     if summary.findings:
-        return 1
-    return 130 if summary.status == "interrupted" else 0
+        return Exit.COUNTEREXAMPLE
+    return Exit.INTERRUPTED if summary.status == "interrupted" else Exit.PASS
 
 
 def _header(fuzzer: Fuzzer) -> str:
@@ -482,7 +483,7 @@ def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"[{finding['index']}] {finding['name']} ({finding['property']}): {verdict}")
         if violations:
             print(format_violations(case, violations))
-    return 1 if reproduced else 0
+    return Exit.COUNTEREXAMPLE if reproduced else Exit.PASS
 
 
 def _load_findings(path: str) -> list[dict]:

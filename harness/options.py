@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import files, profile_names
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, UsageError
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS
+from harness.errors import UsageError
 
 #: Per case: a rank still running after this long is a hang.  The one default every front end
 #: and the engine share.

@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness import files, profiles, targets
-from harness.contract import UsageError, parse_kwarg, parse_world_sizes
+from harness.contract import parse_kwarg, parse_world_sizes
+from harness.errors import UsageError
 from harness.options import OPTIONS, add_to_pytest, option_value
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not target:
         return
     from harness import api  # imports torch: only when a target is selected
-    from harness.targets import TargetError
+    from harness.errors import TargetError
 
     profile = _our_profile(config) or profiles.default_name()
     text = config.getoption("gather_world_sizes")
@@ -208,9 +209,7 @@ class GatherCheckItem(pytest.Item):
 
         Text, so pytest's short summary shows its first line (the verdict), under xdist too.
         """
-        from harness.conventions import Misfit
-        from harness.pool import PoolError
-        from harness.targets import TargetError
+        from harness.errors import Misfit, PoolError, TargetError
 
         if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError, Misfit)):
             return str(excinfo.value)

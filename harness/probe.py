@@ -10,7 +10,7 @@ output convention (or confirms the declared one).  Three outcomes:
 - it fits no convention: :class:`~harness.conventions.Misfit`, one line naming what came
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
-  failing :class:`~harness.pool.Outcome`, which the search shrinks among cases of the probe's
+  failing :class:`~harness.faults.Outcome`, which the search shrinks among cases of the probe's
   dtype (the minimal case must not depend on whether the probe hit the bug first) -- unless
   the call carried an argument the harness inferred
   (:attr:`~harness.conventions.Call.inferred`): then the failure may be the harness's guess,
@@ -27,10 +27,11 @@ from dataclasses import dataclass, replace
 from harness import targets
 from harness.case import Case, RankSpec
 from harness.contract import Contract
-from harness.conventions import Call, Misfit, plan_call
-from harness.pool import Outcome, RankCallFailed, RankSets
+from harness.conventions import Call, plan_call
+from harness.errors import Misfit, RankCallFailed, TargetError
+from harness.faults import Outcome
+from harness.pool import RankSets
 from harness.procedure import RankResult
-from harness.targets import TargetError
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
 IMPORT_TIMEOUT_S = 60.0

@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 from .case import Case, make_cotangent, make_input
-from .conventions import Call, Misfit, check_fits, detect_output, read
+from .conventions import Call, check_fits, detect_output, read
+from .errors import Misfit
 
 
 @dataclass(frozen=True)

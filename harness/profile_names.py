@@ -21,7 +21,7 @@ def default_name() -> str:
     chosen = os.environ.get(PROFILE_ENV)
     if chosen:
         if chosen not in WORLD_SIZES:
-            from harness.contract import UsageError
+            from harness.errors import UsageError
 
             raise UsageError(f"{PROFILE_ENV}={chosen!r}: expected one of {', '.join(WORLD_SIZES)}")
         return chosen

@@ -34,7 +34,7 @@ timeout).  The driver cannot kill remote processes; it closes their connections,
 rank then exits with status 1 (a rank blocked in a collective exits from its side thread).
 torchrun restarts the job's workers while ``--max-restarts`` lasts, they dial in again, and
 the driver goes on with the new set (``reconnect_timeout``).  With no restarts left the job
-ends, and the driver stops with :class:`~harness.pool.PoolGone` naming the fault: restart
+ends, and the driver stops with :class:`~harness.errors.PoolGone` naming the fault: restart
 the job, with a larger ``--max-restarts``.  A remote set has one world size, the job's.
 """
 
@@ -63,12 +63,16 @@ import torch.distributed as dist
 from harness import files
 from harness.arguments import CONNECT_TIMEOUT_S
 from harness.case import Case
-from harness.contract import Contract, UsageError, parse_dtypes
+from harness.contract import Contract, parse_dtypes
+from harness.errors import PoolError, PoolGone, UsageError
+from harness.faults import RankFault
+from harness.machine import group_timeout_s
 from harness.options import DEFAULT_TIMEOUT_S
-from harness.pool import STACK_WAIT_S, PoolError, PoolGone, RankFault, RankSet, RankSets, group_timeout_s
+from harness.pool import RankSets
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, receive, send
 from harness.rank import CollectiveLog, case_device, configure_nccl, die_with_parent, serve
+from harness.rankset import STACK_WAIT_S, RankSet
 
 AUTHKEY_ENV = "GATHER_HARNESS_AUTHKEY"
 #: How long a new connection may take to authenticate and say ``ready``.

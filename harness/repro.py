@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from harness import case as case_module
-from harness import checks, conventions, files, procedure
+from harness import checks, conventions, errors, files, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
 from harness.finding import Finding
@@ -32,6 +32,7 @@ from harness.options import DEFAULT_TIMEOUT_S
 
 #: The modules a repro embeds, in the order they import each other (all relatively).
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
+    ("errors", errors),
     ("contract", contract_module),
     ("case", case_module),
     ("conventions", conventions),

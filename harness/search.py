@@ -50,9 +50,10 @@ from harness.checks import (
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
+from harness.faults import Outcome
 from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
-from harness.pool import Outcome, RankSets, shared_pool
+from harness.pool import RankSets, shared_pool
 
 #: The stability calls (companion input, same input again) run on one drawn example in this many.
 REPEAT_EVERY = 4

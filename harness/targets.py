@@ -24,11 +24,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from harness.errors import TargetError
+
 _CACHE: dict[str, Callable] = {}
-
-
-class TargetError(Exception):
-    """The target could not be loaded; the message is one line a user can act on."""
 
 
 def split_target(target: str) -> tuple[str, str]:

@@ -21,9 +21,10 @@ from typing import NamedTuple, TypeVar
 from hypothesis import strategies as st
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
-from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH
+from harness.errors import UsageError
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
 

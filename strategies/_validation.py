@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.contract import UsageError
+from harness.errors import UsageError
 
 
 def check_int(name: str, value: object, *, at_least: int, at_most: int | None = None, example: int = 1) -> int:

@@ -100,7 +100,7 @@ BAD_INPUTS = [
 
 def test_more_local_ranks_than_the_machine_holds_is_a_usage_error(targets: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("harness.api.local_world_size_limit", lambda: 4)
+    monkeypatch.setattr("harness.machine.local_world_size_limit", lambda: 4)
     assert cli.main(["check", f"{targets}/gathers.py:correct", "--world-sizes", "2-6"]) == 2
     err = capsys.readouterr().err
     assert "--world-sizes 2-6: 6 local ranks do not fit on this machine: it holds at most 4" in err

@@ -14,7 +14,9 @@ from harness import capabilities
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
-from harness.pool import Pool, PoolError, check_devices
+from harness.errors import PoolError
+from harness.machine import check_devices
+from harness.pool import Pool
 from harness.search import run_check
 
 DEVICE_RAGGED = "tests.gpu_gathers:device_ragged"

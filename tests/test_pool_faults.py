@@ -16,8 +16,9 @@ from harness import hints
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
+from harness.faults import in_step
 from harness.finding import finding_of
-from harness.pool import Pool, in_step
+from harness.pool import Pool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, read_ledger, read_slot
 from harness.stacks import user_frames

@@ -25,7 +25,7 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.cli import main
 from harness.contract import Contract
-from harness.pool import PoolError
+from harness.errors import PoolError
 from harness.remote import AUTHKEY_ENV, RemotePool, worker_main
 from harness.search import run_check
 

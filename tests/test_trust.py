@@ -30,8 +30,9 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.conventions import Call
+from harness.faults import Outcome
 from harness.finding import Finding, UnreproducedFaultWarning
-from harness.pool import Outcome, Pool
+from harness.pool import Pool
 from harness.procedure import RankResult, record_error
 from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
