@@ -1,6 +1,6 @@
 """The case model: one example as plain data, and the recipes that turn it into tensors.
 
-A :class:`Case` is everything one example needs (BRIEF §2).  It is frozen, picklable,
+A :class:`Case` is everything one example needs.  It is frozen, picklable,
 JSON-able and prints as one short line.  Ranks, the reference and repro scripts rebuild
 their tensors from it with :func:`make_input` and :func:`make_cotangent`, so the same case
 always yields the same bits everywhere.

@@ -1,4 +1,4 @@
-"""The properties of BRIEF §4: compare what each rank observed with the reference.
+"""The properties: compare what each rank observed with the reference.
 
 Each property is a named check returning :class:`Violation` objects; nothing here raises,
 so the CLI, the pytest plugin, the report and repro scripts decide what a violation means.

@@ -1,7 +1,7 @@
 """How results leave the process: the live progress line, JSON files, tables, Markdown summaries.
 
 Kept apart from the commands so that ``check`` and ``report`` print the same way, and so
-that the JSON written for scripts is built in one place (BRIEF §6 fixes its keys; more may be
+that the JSON written for scripts is built in one place (its keys are a stable interface; more may be
 added, none changed).
 """
 
@@ -86,7 +86,7 @@ def examples_text(report: CheckReport) -> str:
 
 
 def check_json(report: CheckReport, **extra: object) -> dict:
-    """The ``--json`` document of ``check``: BRIEF §6's keys, then ``extra`` ones."""
+    """The ``--json`` document of ``check``: its stable keys, then ``extra`` ones."""
     return {**report.to_json(), **extra}
 
 

@@ -7,7 +7,7 @@ r gathers the inputs of its group's members in group-rank order (:meth:`Case.mem
 W below is the size of r's group.  This package is embedded in repro scripts: it imports only
 torch and the other embedded modules (``case``, ``contract``), relatively.
 
-Gradient tolerance (BRIEF §3, §4.3).  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
+Gradient tolerance.  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
 cotangents already rounded to the case dtype), ``eps`` the machine epsilon of the dtype
 (float16 2^-10, bfloat16 2^-7, float32 2^-23, float64 2^-52) and ``ulp(x)`` the spacing of
 the dtype at ``x``, the allowed absolute error of each gradient element is::

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for gather cases (BRIEF §5).
+"""Hypothesis strategies for gather cases.
 
 ``cases(contract=...)`` draws in-contract examples, ``misuse_cases(...)`` out-of-contract
 probes; the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
