@@ -13,18 +13,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-import torch.distributed as dist
 
+from harness import rank_calls
 from harness.contract import ALL_DTYPES
 from harness.errors import PoolError, RankCallFailed, UsageError
-from harness.rank import case_device
+from harness.rank_calls import OPS, PROBED_DTYPES
 
 if TYPE_CHECKING:
     from harness.pool import RankSets
 
-#: Beyond the harness's dtypes, probe the ones backends are known to reject.
-PROBED_DTYPES: tuple[str, ...] = ALL_DTYPES + ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
-OPS: tuple[str, ...] = ("all_gather", "all_gather_into_tensor", "all_reduce", "reduce_scatter_tensor", "all_to_all_single", "broadcast")
 PROBE_WORLD_SIZE = 2
 
 
@@ -69,7 +66,7 @@ _MEASURED: dict[tuple[str, str], Capabilities] = {}
 #: How many times the probe runs (on fresh ranks each time) before its failure is reported.
 TRIES = 2
 #: What the ranks run to measure (a self-test plants a probe that dies here).
-PROBE_TARGET = "harness.capabilities:probe_on_rank"
+PROBE_TARGET = rank_calls.address(rank_calls.measure_capabilities)
 
 
 def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
@@ -81,7 +78,7 @@ def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capab
 
 
 def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
-    """Run :func:`probe_on_rank` on the pool's ranks.
+    """Run :func:`harness.rank_calls.measure_capabilities` on the pool's ranks.
 
     The probe is the harness's own code on its own ranks, so its failure is never the target's:
     it is tried again on fresh ranks (harmless: it only reads), then reported as a
@@ -101,71 +98,3 @@ def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
     raise PoolError(f"the capability probe of {backend}/{device} failed {TRIES} times, each on fresh ranks "
                     f"(last: {why}); nothing was checked: run the command again, and if it fails the same way, "
                     f"report it with this line")
-
-
-def probe_on_rank(device: str = "cpu") -> dict[tuple[str, str], str]:
-    """Run inside every rank: try each (dtype, op) on ``device`` tensors and check the values.
-
-    ``device`` is the set's (``cuda``: the GPU the rank is pinned to), because support
-    differs by device as well as by backend: gloo on CUDA tensors is not gloo on CPU ones.
-    gloo raises a Python error for an unsupported dtype on every rank alike, before any
-    communication, so one failing cell leaves the group usable for the next (so on every
-    release from torch 2.4 to 2.15: on 2.4 to 2.8 the complex ``reduce_scatter_tensor`` and
-    ``broadcast`` cells fail with "Invalid scalar type" and the cells after them pass).
-    """
-    device = case_device(device)
-    cells: dict[tuple[str, str], str] = {}
-    for name in PROBED_DTYPES:
-        dtype = getattr(torch, name, None)
-        for op in OPS:
-            if dtype is None:
-                cells[(name, op)] = "not in this torch"
-                continue
-            try:
-                cells[(name, op)] = "ok" if _run_op(op, dtype, device) else "wrong values"
-            except Exception as exc:  # the reason is the measurement
-                cells[(name, op)] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    return cells
-
-
-def _filled(value: int, dtype: torch.dtype, device: str, n: int) -> torch.Tensor:
-    """``n`` elements whose raw bytes all equal ``value``: exact in every dtype, no casts.
-
-    A bool byte must be 0 or 1, so bools get the value's parity.
-    """
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    value = value % 2 if dtype == torch.bool else value
-    return torch.full((n * itemsize,), value, dtype=torch.uint8, device=device).view(dtype)
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
-
-
-def _run_op(op: str, dtype: torch.dtype, device: str) -> bool:
-    world, rank = dist.get_world_size(), dist.get_rank()
-    mine = _filled(rank + 1, dtype, device, 3)
-    everyone = torch.cat([_filled(r + 1, dtype, device, 3) for r in range(world)])
-    if op == "all_gather":
-        pieces = [torch.empty_like(mine) for _ in range(world)]
-        dist.all_gather(pieces, mine)
-        return _same(torch.cat(pieces), everyone)
-    if op == "all_gather_into_tensor":
-        out = torch.empty_like(everyone)
-        dist.all_gather_into_tensor(out, mine)
-        return _same(out, everyone)
-    if op == "broadcast":
-        data = mine.clone()
-        dist.broadcast(data, 0)
-        return _same(data, _filled(1, dtype, device, 3))
-    if op == "all_to_all_single":
-        out = torch.empty_like(everyone)
-        dist.all_to_all_single(out, mine.repeat(world))
-        return _same(out, everyone)
-    data = _filled(0, dtype, device, 3 * world)  # zeros sum to zeros exactly in every dtype
-    if op == "all_reduce":
-        dist.all_reduce(data)
-        return _same(data, _filled(0, dtype, device, 3 * world))
-    out = _filled(0, dtype, device, 3)
-    dist.reduce_scatter_tensor(out, data)
-    return _same(out, _filled(0, dtype, device, 3))

@@ -15,7 +15,7 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
 Argument mistakes and a target path that is not there (or does not parse) are told before
 torch is imported.  ``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks
-started by torchrun) in :mod:`harness.remote`; ``explain-case`` prints the case notation
+started by torchrun) in :mod:`harness.remote_driver`; ``explain-case`` prints the case notation
 (:mod:`harness.notation`).
 """
 
@@ -169,14 +169,14 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``check``: validate everything, search, print the verdict; 0 pass, 1 counterexample."""
-    from harness import coverage_page, remote
+    from harness import coverage_page, remote_driver
     from harness.api import CASE_NOTATION, CheckOptions, build_contract, execute, prepare
     from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
     from harness.pool import shared_pool
 
     profile = args.profile or profile_names.default_name()
     world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profile_names.WORLD_SIZES[profile]
-    contract = (remote.build_contract if args.listen else build_contract)(
+    contract = (remote_driver.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
         kwargs=fixed_arguments(args.kwargs), bits=args.bits)
@@ -187,7 +187,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
                            max_examples=args.max_examples, duration_s=args.duration, seed=seed,
                            timeout=args.timeout, probe_misuse=args.probe_misuse, repro_dir=args.repro_dir,
                            profile=profile, full_stacks=args.full_stacks)
-    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool()
+    pool = remote_driver.pool_from_arguments(args, contract) if args.listen else shared_pool()
     prepared = prepare(options, pool)
     if not args.quiet:
         print(_header(options, prepared), flush=True)

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from harness import coverage_page, files, profiles, remote
+from harness import coverage_page, files, profiles, remote_driver
 from harness.api import (
     CheckOptions,
     Prepared,
@@ -159,7 +159,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
         if args.backend == "nccl":
             high = max(low, min(high, torch.cuda.device_count()))
         world_sizes = (low, high)
-    build = remote.build_contract if args.listen else build_contract
+    build = remote_driver.build_contract if args.listen else build_contract
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
                  device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
@@ -400,7 +400,7 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     duration = DEFAULT_DURATION_S if args.duration is None and args.max_examples is None else args.duration
     contract = entries[0].contract
-    pool = remote.pool_from_arguments(args, contract) if args.listen else shared_pool()
+    pool = remote_driver.pool_from_arguments(args, contract) if args.listen else shared_pool()
     database = getattr(profile_settings(profile).database, "path", None)
     settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
                 "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,

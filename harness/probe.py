@@ -1,7 +1,7 @@
 """The calling-convention probe: a few cheap calls on real ranks, before any Hypothesis example.
 
-A rank reads the target's signature (:func:`plan_on_rank`: how to call it), then the
-smallest in-contract cases (W=1, and the smallest W >= 2 the contract allows) run once each
+A rank reads the target's signature (:func:`~harness.rank_calls.plan_call_on_rank`: how to call
+it), then the smallest in-contract cases (W=1, and the smallest W >= 2 the contract allows) run once each
 through the ordinary procedure in ``detect`` mode, and the result's structure names the
 output convention (or confirms the declared one).  Three outcomes:
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness import targets
+from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.contract import Contract
-from harness.conventions import Call, plan_call
+from harness.conventions import Call
 from harness.errors import Misfit, RankCallFailed, TargetError
 from harness.faults import Outcome
 from harness.pool import RankSets
@@ -35,6 +35,8 @@ from harness.procedure import RankResult
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
 IMPORT_TIMEOUT_S = 60.0
+#: What the ranks run to import the target and plan its call.
+PLAN_TARGET = rank_calls.address(rank_calls.plan_call_on_rank)
 #: The probe's input on every rank: 1-d, the same length everywhere (in every contract), and
 #: a length no W-long sizes tensor has at the probe's world sizes (1 and 2), so a ``(gathered,
 #: sizes)`` pair never looks like a list of per-rank pieces.
@@ -65,12 +67,6 @@ class Probe:
     convention: Convention
     notes: list[str]
     failed: Outcome | None = None
-
-
-def plan_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, str], ...] = ()) -> dict:
-    """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``)."""
-    attr = targets.split_target(target)[1].rpartition(".")[2]
-    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs, name=attr).to_dict()
 
 
 def plan(pool: RankSets, target: str, contract: Contract) -> Call:
@@ -107,7 +103,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
 
 
 def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
-    return pool.call(contract.world_sizes[0], "harness.probe:plan_on_rank", target, contract.groups,
+    return pool.call(contract.world_sizes[0], PLAN_TARGET, target, contract.groups,
                      contract.kwargs, backend=contract.backends[0], device=contract.devices[0],
                      timeout=IMPORT_TIMEOUT_S)
 

@@ -3,7 +3,7 @@
 A set is started from the forkserver (:mod:`harness.forkserver`), runs cases and helper calls
 (:meth:`RankSet.run`, :meth:`RankSet.call`) while reading the ranks' collective ledgers, and
 collects the evidence of a fault (stacks of blocked ranks, logs of dead ones) for the fault
-model (:mod:`harness.faults`).  :mod:`harness.pool` keeps the sets; :mod:`harness.remote`
+model (:mod:`harness.faults`).  :mod:`harness.pool` keeps the sets; :mod:`harness.remote_driver`
 subclasses a set for ranks started by torchrun.
 """
 
@@ -300,7 +300,7 @@ class RankSet:
                 break
         return results
 
-    # -- what differs for ranks that are not our child processes (harness.remote) -------------
+    # -- what differs for ranks that are not our child processes (harness.remote_driver) ------
     def _sentinels(self) -> dict[Any, int]:
         """Waitables that become ready when a rank process ends, mapped to its rank."""
         return {p.sentinel: r for r, p in enumerate(self.procs)}

@@ -156,7 +156,7 @@ def probe_dies_once(device: str = "cpu") -> dict:
             open(HICCUP_MARKER, "w").close()
             os._exit(9)
         return {}
-    from harness.capabilities import probe_on_rank
+    from harness.rank_calls import measure_capabilities
 
-    return probe_on_rank(device)
+    return measure_capabilities(device)
 

@@ -26,7 +26,8 @@ from harness.checks import check_outcome
 from harness.cli import main
 from harness.contract import Contract
 from harness.errors import PoolError
-from harness.remote import AUTHKEY_ENV, RemotePool, worker_main
+from harness.remote_driver import RemotePool
+from harness.remote_worker import AUTHKEY_ENV, worker_main
 from harness.search import run_check
 
 ROOT = Path(__file__).resolve().parent.parent
