@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,9 +29,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: Repository folder -> the package name it installs as.
 PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference": "harness.reference"}
-#: What the rank side may import of the harness: the case model and the messages, nothing that decides.
-RANK_SIDE = ("harness.rank", "harness.protocol")
-SEARCH_SIDE = {"harness.search", "harness.pool", "harness.checks", "harness.strategies", "harness.cli"}
+#: The rank side: every module a rank process imports (its loop, the procedure, the messages, the
+#: case model, the helpers the controller has it run, the catalogue's targets).  Every other
+#: module is the controller's, and no module here may import one, directly or through others.
+RANK_SIDE = frozenset({
+    "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.conventions",
+    "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
+    "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
+    "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
+    "harness.variants.lucidrains", "harness.variants.padded", "harness.variants.plain",
+    "harness.variants.torch_paths",
+})
+#: What a module embedded in a repro script may import besides the other embedded modules.
+EMBEDDED_MAY_IMPORT = frozenset({"__future__", "torch"} | set(sys.stdlib_module_names))
+#: A helper call or a target named by a string: ``"harness.module:attr"``.
+ADDRESS = re.compile(r"^(harness(?:\.\w+)+):[\w.]+$")
 CORRECT_GATHER = "from harness.ragged import all_gather_ragged as gather\n"
 
 
@@ -132,9 +146,81 @@ def test_the_cycle_check_finds_a_planted_cycle() -> None:
     assert any("harness.case" in cycle and "harness.cli" in cycle for cycle in cycles(graph))
 
 
-@pytest.mark.parametrize("side", RANK_SIDE)
-def test_the_rank_side_never_imports_the_search_side(side: str) -> None:
-    assert not reachable(import_graph(), side) & SEARCH_SIDE
+def controller_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each rank-side module that reaches a controller module, with the controller modules it reaches."""
+    found = {side: reachable(graph, side) - RANK_SIDE for side in sorted(RANK_SIDE)}
+    return {side: reached for side, reached in found.items() if reached}
+
+
+def test_the_rank_side_is_what_the_package_holds() -> None:
+    assert RANK_SIDE <= set(import_graph()), sorted(RANK_SIDE - set(import_graph()))
+
+
+def test_the_rank_side_never_imports_a_controller_module() -> None:
+    assert controller_imports(import_graph()) == {}
+
+
+def test_the_rank_side_check_finds_a_planted_import() -> None:
+    graph = import_graph()
+    graph["harness.case"] = graph["harness.case"] | {"harness.pool"}
+    assert "harness.pool" in controller_imports(graph)["harness.case"]
+
+
+def string_addresses(source: str) -> set[str]:
+    """The modules named by ``"harness.module:attr"`` strings in ``source``: helper calls and targets."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (match := ADDRESS.match(node.value)):
+            found.add(match.group(1))
+    return found
+
+
+def test_strings_name_only_rank_side_modules() -> None:
+    """Ranks import what a string names: a helper call or target must never name a controller module."""
+    named = {path.relative_to(ROOT).as_posix(): string_addresses(path.read_text()) - RANK_SIDE
+             for path in module_files().values()}
+    assert {path: modules for path, modules in named.items() if modules} == {}
+
+
+def test_the_address_check_finds_a_planted_controller_address() -> None:
+    assert string_addresses('pool.call(2, "harness.probe:plan_on_rank")') == {"harness.probe"}
+
+
+def embedded_violations(source: str, embedded: set[str]) -> list[str]:
+    """The imports of an embedded module's ``source`` that a repro script does not carry: one of
+    a module not embedded (relative), or of anything but the standard library and torch.
+    Imports under ``if TYPE_CHECKING:`` never run and are left out."""
+    tree = ast.parse(source)
+    typing_only = {id(node) for block in ast.walk(tree)
+                   if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
+                   for statement in block.body for node in ast.walk(statement)}
+    wrong = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:  # the embedded modules sit side by side
+            dots = "." * node.level
+            named = ({node.module.split(".")[0]: f"from {dots}{node.module}"} if node.module
+                     else {alias.name: f"from {dots} import {alias.name}" for alias in node.names})
+            wrong += [text for name, text in named.items() if name not in embedded]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            wrong += [f"import {module}" for module in modules if module.split(".")[0] not in EMBEDDED_MAY_IMPORT]
+    return wrong
+
+
+def test_repro_scripts_embed_every_module_their_modules_import() -> None:
+    from harness import repro
+
+    embedded = {name for name, _ in repro.EMBEDDED}
+    wrong = {name: embedded_violations(inspect.getsource(module), embedded) for name, module in repro.EMBEDDED}
+    assert {name: imports for name, imports in wrong.items() if imports} == {}
+
+
+def test_the_embedding_check_finds_planted_imports() -> None:
+    source = ("from typing import TYPE_CHECKING\nimport torch\nfrom .case import Case\nfrom .pool import Pool\n"
+              "from harness.pool import Pool\nimport numpy\nif TYPE_CHECKING:\n    from .faults import Outcome\n")
+    assert embedded_violations(source, {"case"}) == ["from .pool", "import harness.pool", "import numpy"]
 
 
 # -- types and lint -------------------------------------------------------------------------------

@@ -77,3 +77,19 @@ def test_the_readme_has_the_blocks_this_test_promises() -> None:
 def test_the_readme_explains_the_case_notation_the_command_prints() -> None:
     assert notation.TEXT in (ROOT / "README.md").read_text()
     assert _FILE_BLOCK.findall((ROOT / "README.md").read_text()), "the CI section's test file is gone"
+
+
+def readme_catalogue_rows() -> list[tuple[str, str]]:
+    """(variant, claimed) of each row of the README's catalogue table, in order."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| variant | claimed | verdict |"):].split("\n\n")[0].splitlines()[2:]
+    return [(cells[1].strip(), cells[2].strip()) for cells in (row.split("|") for row in table)]
+
+
+def test_the_readme_catalogue_table_is_the_catalogue() -> None:
+    """Every catalogue variant has its row, in catalogue order, claiming what the catalogue says
+    (as ``report --markdown`` prints it); the README shows no variant the catalogue lacks."""
+    from harness.catalogue_report import short_contract
+    from harness.variants import CATALOGUE
+
+    assert readme_catalogue_rows() == [(spec.name, short_contract(spec.contract)) for spec in CATALOGUE]
