@@ -22,7 +22,7 @@ from harness.rank_calls import OPS, PROBED_DTYPES
 if TYPE_CHECKING:
     from harness.pool import RankSets
 
-PROBE_WORLD_SIZE = 2
+MEASURE_WORLD_SIZE = 2
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Capabilities:
     def table(self) -> str:
         """A fixed-width matrix: one row per dtype, one column per op."""
         width = max(len(op) for op in OPS)
-        lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({PROBE_WORLD_SIZE} ranks)",
+        lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({MEASURE_WORLD_SIZE} ranks)",
                  "dtype".ljust(14) + " ".join(op.ljust(width) for op in OPS)]
         for dtype in PROBED_DTYPES:
             marks = ["yes" if self.supports(dtype, op) else "no" for op in OPS]
@@ -73,18 +73,18 @@ def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capab
     """The capability matrix of ``backend``/``device``, probed on ranks of ``pool`` once per process."""
     key = (backend, device)
     if key not in _MEASURED:
-        _MEASURED[key] = _probe(pool, backend, device)
+        _MEASURED[key] = _measure_on_ranks(pool, backend, device)
     return _MEASURED[key]
 
 
-def _probe(pool: RankSets, backend: str, device: str) -> Capabilities:
+def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities:
     """Run :func:`harness.rank_calls.measure_capabilities` on the pool's ranks.
 
     The probe is the harness's own code on its own ranks, so its failure is never the target's:
     it is tried again on fresh ranks (harmless: it only reads), then reported as a
     :class:`~harness.errors.PoolError` naming what went wrong.
     """
-    world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else PROBE_WORLD_SIZE
+    world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else MEASURE_WORLD_SIZE
     why = ""
     for _ in range(TRIES):
         try:

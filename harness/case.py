@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .contract import OUTPUTS
+
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
 #: variant reading storage directly (``data_ptr``, ``.view`` on the base, ...) is caught.
 LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided", "offset")
@@ -31,9 +33,6 @@ VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
 #: Cotangent recipes: exact small integers (sums are exact) or general floats.
 COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
 COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
-#: How a result reads (see ``harness.conventions``): the concatenation, W per-rank tensors,
-#: a ``(W, ...)`` stack, or a tuple starting with the concatenation.
-OUTPUTS: tuple[str, ...] = ("tensor", "list", "stack", "first")
 #: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
 _OUTSIDE_VIEW = 113
 
@@ -96,7 +95,7 @@ class Case:
         object.__setattr__(self, "groups", tuple(tuple(sorted(int(r) for r in g)) for g in self.groups))
         if not self.ranks:
             raise ValueError("a case needs at least one rank")
-        _check_choice("output", self.output, OUTPUTS)
+        _check_choice("output", self.output, tuple(OUTPUTS))
         ndim = len(self.ranks[0].shape)
         if ndim == 0 and (self.output != "stack" or self.dim != 0):
             raise ValueError("0-d inputs need output='stack' and dim=0")

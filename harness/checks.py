@@ -29,7 +29,7 @@ import torch
 
 from . import reference
 from .case import Case, make_input
-from .contract import DIFFERENTIABLE_DTYPES
+from .contract import DIFFERENTIABLE_DTYPES, OUTPUTS
 from .procedure import RankResult
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ def _expected_grad(case: Case, rank: int, contract: str) -> reference.ExpectedGr
     return reference.expected_grad(case, rank, contract)
 
 
-def prepare(case: Case, *, stability: bool) -> None:
+def precompute_reference(case: Case, *, stability: bool) -> None:
     """Compute (into the caches) what :func:`check_outcome` will compare ``case``'s results with.
 
     The pool calls this while the ranks run the case, so the reference costs no wall time of
@@ -308,7 +308,7 @@ def check_misuse(outcome: Outcome) -> list[Violation]:
 def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
     """One rank that returned from an out-of-contract case: its answer must be right (values, not bits)."""
     r = result.rank
-    if case.output == "stack" and case.is_ragged:
+    if OUTPUTS[case.output].equal_shapes and case.is_ragged:
         return [Violation("misuse", "wrong-answer", r,
                           f"returned a result for inputs of different shapes, which cannot be stacked, on rank {r}")]
     expected = expected_pieces(case, r)

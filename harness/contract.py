@@ -38,8 +38,35 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"])
 GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean")
-#: How a target's result may be read (``harness.conventions``); ``auto``: detected by the probe.
-OUTPUT_OPTIONS: tuple[str, ...] = ("auto", "tensor", "list", "stack", "first")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One way a target's result reads (``--output``), as every module that reads one needs it."""
+
+    name: str
+    #: What the result is, for ``--output``'s help.
+    means: str
+    #: What a result must be to read this way, for a misfit's message (``{world}``: the world size).
+    expects: str
+    #: The result is one tensor, not a sequence of them.
+    one_tensor: bool
+    #: W per-rank pieces, each compared with its rank's input.
+    per_rank: bool = False
+    #: Every rank's input must have one shape: no ragged form (``stack``).
+    equal_shapes: bool = False
+
+
+#: The output conventions (read by :mod:`harness.conventions`), the one table of them.
+OUTPUTS: dict[str, Output] = {output.name: output for output in (
+    Output("tensor", "the concatenation along dim", "a Tensor", one_tensor=True),
+    Output("list", "W per-rank tensors", "a list or tuple of {world} Tensors", one_tensor=False, per_rank=True),
+    Output("stack", "a (W, ...) tensor", "a Tensor", one_tensor=True, equal_shapes=True),
+    Output("first", "a tuple starting with the concatenation", "a tuple whose first element is a Tensor",
+           one_tensor=False),
+)}
+#: How a target's result may be read; ``auto``: detected by the probe.
+OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
 #: The most ranks a case may have: torchrun jobs go this far; a local pool is capped by the
 #: machine's memory (``harness.machine.local_world_size_limit``).
 MAX_WORLD_SIZE = 64
@@ -177,6 +204,16 @@ class Contract:
             raise UsageError(f"--world-sizes: need 1 <= A <= B <= {MAX_WORLD_SIZE}, got {lo}-{hi}")
         if self.output not in OUTPUT_OPTIONS:
             raise UsageError(f"--output: expected one of {', '.join(OUTPUT_OPTIONS)}, got {self.output!r}")
+
+    @property
+    def read_as(self) -> Output:
+        """The output convention cases are drawn for (``auto``: ``tensor``, until the probe decides)."""
+        return OUTPUTS["tensor" if self.output == "auto" else self.output]
+
+    @property
+    def ragged_cases(self) -> bool:
+        """Whether cases may be ragged: claimed, and the output has a ragged form (a stack has none)."""
+        return self.ragged and not self.read_as.equal_shapes
 
     def with_(self, **changes: object) -> Contract:
         return replace(self, **changes)  # type: ignore[arg-type]

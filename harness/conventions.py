@@ -52,9 +52,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .contract import OUTPUTS
 from .errors import Misfit
 
-OUTPUTS: tuple[str, ...] = ("tensor", "list", "stack", "first")
 #: The arguments the harness binds by a parameter's name: role -> the names that take it.
 ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "dim": ("dim", "gather_dim", "axis", "cat_dim", "concat_dim", "dimension"),
@@ -368,9 +368,9 @@ def describe_result(result: Any) -> str:
 
 def fits(result: Any, output: str, world: int) -> bool:
     """Whether ``result`` has the structure of ``output`` for ``world`` ranks (shapes aside)."""
-    if output in ("tensor", "stack"):
+    if OUTPUTS[output].one_tensor:
         return isinstance(result, torch.Tensor)
-    if output == "list":
+    if OUTPUTS[output].per_rank:
         return isinstance(result, (list, tuple)) and len(result) == world and all(isinstance(t, torch.Tensor) for t in result)
     return isinstance(result, (list, tuple)) and len(result) >= 1 and isinstance(result[0], torch.Tensor)
 
@@ -429,10 +429,9 @@ def read(result: Any, output: str, world: int, dim: int) -> Reading:
     """Take ``result`` apart by its convention; :class:`Misfit` if it lacks the structure."""
     if not fits(result, output, world):
         raise Misfit(f"returned {describe_result(result)}, but --output {output} expects "
-                     + {"tensor": "a Tensor", "stack": "a Tensor", "list": f"a list or tuple of {world} Tensors",
-                        "first": "a tuple whose first element is a Tensor"}[output])
-    if output == "list":
+                     + OUTPUTS[output].expects.format(world=world))
+    if OUTPUTS[output].per_rank:
         pieces = list(result)
         return Reading(pieces, torch.cat(pieces, dim=dim) if pieces[0].ndim else torch.stack(pieces))
-    tensor = result[0] if output == "first" else result
+    tensor = result if OUTPUTS[output].one_tensor else result[0]
     return Reading([tensor], tensor)

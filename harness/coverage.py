@@ -32,8 +32,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, OUTPUTS, VALUE_RECIPES, Case
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract
+from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256
@@ -65,7 +65,7 @@ _ORDER: dict[str, tuple[str, ...]] = {
     "layout": LAYOUTS,
     "values": VALUE_RECIPES,
     "groups": GROUP_LAYOUTS,
-    "output": OUTPUTS,
+    "output": tuple(OUTPUTS),
     "cotangent": COTANGENT_RECIPES,
     "cotangent layout": COTANGENT_LAYOUTS,
 }
@@ -211,10 +211,10 @@ class Coverage:
     def for_contract(cls, contract: Contract, dtypes: tuple[str, ...] | None = None) -> Coverage:
         """The space of ``strategies.cases(contract=contract, dtypes=dtypes)``: a ``stack``
         convention draws equal shapes only, 0-d ones included."""
-        stack = contract.output == "stack"
+        stack = contract.output == "stack"  # the one convention that reads 0-d inputs
         return cls(world_sizes=contract.world_sizes, dtypes=dtypes or contract.dtypes, grad=contract.grad != "none",
-                   groups=contract.groups, ragged=contract.ragged and not stack, dims=contract.dims,
-                   ndims=(0 if stack else NDIMS[0], NDIMS[1]))
+                   groups=contract.groups, ragged=contract.ragged_cases,
+                   dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]))
 
     def record(self, case: Case, failed: str | None = None) -> None:
         """Count one example; ``failed`` is the property it broke, ``None`` when it passed."""

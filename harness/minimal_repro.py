@@ -26,6 +26,7 @@ import torch
 
 from harness.case import Case, make_cotangent, make_input
 from harness.checks import gradients_checked
+from harness.contract import OUTPUTS
 from harness.conventions import FIXED, Call
 from harness.finding import Finding
 from harness.reference import expected_grad
@@ -300,7 +301,7 @@ class _Script:
                   "        print(f'rank {rank} raised, as it should out of contract: {type(exc).__name__}: {exc}', "
                   "flush=True)",
                   f"        return {RAISED}"]
-        if case.output == "stack" and case.is_ragged:
+        if OUTPUTS[case.output].equal_shapes and case.is_ragged:
             return lines + ["    print(f'rank {rank}: returned a result for inputs of different shapes, which "
                             "cannot be stacked', flush=True)", "    return 1"]
         self.differs_mode = "values"

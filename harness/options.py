@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import files, profile_names
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS
+from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, OUTPUTS
 from harness.errors import UsageError
 
 #: Per case: a rank still running after this long is a hang.  The one default every front end
@@ -104,9 +104,10 @@ OPTIONS: tuple[Option, ...] = (
            "none", choices=GRAD_CONTRACTS, section="contract"),
     Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
                      "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract"),
-    Option("output", "how TARGET's result reads: tensor (the concatenation along dim), list (W per-rank tensors), "
-                     "stack (a (W, ...) tensor), first (a tuple starting with the concatenation); auto: detected by a "
-                     "probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS, section="contract"),
+    Option("output", "how TARGET's result reads: "
+           + ", ".join(f"{output.name} ({output.means})" for output in OUTPUTS.values())
+           + "; auto: detected by a probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS,
+           section="contract"),
     Option("groups", "also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle ranks) and pass "
                      "group= to TARGET, which must accept it", False, kind="switch", section="contract"),
     Option("kwargs", "a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True (repeatable; the "

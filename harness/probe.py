@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from harness import rank_calls
 from harness.case import Case, RankSpec
-from harness.contract import Contract
+from harness.contract import OUTPUTS, Contract
 from harness.conventions import Call
 from harness.errors import Misfit, RankCallFailed, TargetError
 from harness.faults import Outcome
@@ -138,7 +138,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
     if not call.takes_dim and contract.dims != "0":
         implied = replace(implied, dims="0")
         notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
-    if output == "stack" and contract.ragged:
+    if OUTPUTS[output].equal_shapes and contract.ragged:
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),

@@ -45,7 +45,7 @@ from harness.checks import (
     check_outcome,
     matching_contracts,
     outcome_notes,
-    prepare,
+    precompute_reference,
 )
 from harness.contract import Contract
 from harness.conventions import Call
@@ -321,7 +321,7 @@ class _Session:
         self.progress.current = case
         self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout,
                                   diagnose=False,  # the confirmation's replay collects stacks and logs
-                                  meanwhile=functools.partial(prepare, case, stability=repeat))
+                                  meanwhile=functools.partial(precompute_reference, case, stability=repeat))
         return self.last
 
     def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:

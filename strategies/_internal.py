@@ -420,7 +420,7 @@ def cases(
     """
     _check_contract(contract)
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
-    ragged = contract.ragged and _output(contract) != "stack"  # a stack needs equal shapes
+    ragged = contract.ragged_cases
     check_int("min_ndim", min_ndim, at_least=1, at_most=1 if long_rank else _NDIM[1], example=2)
     shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
                              contract.dims, max_length, max_elements)
@@ -429,7 +429,7 @@ def cases(
     if long_rank:
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
     return _cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
-                  output=_output(contract), groups=contract.groups, mesh=contract.mesh,
+                  output=contract.read_as.name, groups=contract.groups, mesh=contract.mesh,
                   optional_group=contract.optional_group and not contract.groups)
 
 
@@ -439,10 +439,6 @@ def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
     longest = lengths.index(max(lengths))
     grown = [max(n, LONG_LENGTH) if (r == longest or not ragged) else n for r, n in enumerate(lengths)]
     return RaggedShapes(shapes=tuple((n,) for n in grown), dim=drawn.dim)
-
-
-def _output(contract: Contract) -> str:
-    return "tensor" if contract.output == "auto" else contract.output
 
 
 def _check_contract(contract: object) -> None:
@@ -618,7 +614,7 @@ def misuse_cases(
     target = _check_target(backend, device)
     return st.one_of(
         [_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
-                output=_output(contract), groups=contract.groups) for kind in kinds]
+                output=contract.read_as.name, groups=contract.groups) for kind in kinds]
     )
 
 

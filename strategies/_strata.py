@@ -26,7 +26,7 @@ from harness.case import COTANGENT_LAYOUTS, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.coverage import LONG_LENGTH
 
-from ._internal import _output, cases, simplest_first
+from ._internal import cases, simplest_first
 
 #: Value classes in the order strata visit them: a small budget sees every dtype's full range first.
 VALUE_ORDER: tuple[str, ...] = ("random", "special", "padding", "iota")
@@ -73,7 +73,7 @@ def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, ba
     low, high = contract.world_sizes
     if lengths is None:
         world = min(max(3, low), high)
-        ragged = contract.ragged and _output(contract) != "stack"
+        ragged = contract.ragged_cases
         start = rng.randrange(len(_RAGGED_LENGTHS))
         lengths = tuple(_RAGGED_LENGTHS[(start + r) % len(_RAGGED_LENGTHS)] if ragged else _TYPICAL_LENGTH
                         for r in range(world))
@@ -82,7 +82,7 @@ def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, ba
     ranks = tuple(RankSpec((n,), values=values, seed=seed) for n in lengths)
     groups = (tuple(range(len(lengths))),) if contract.groups else ()
     return Case(ranks=ranks, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,
-                output=_output(contract))
+                output=contract.read_as.name)
 
 
 def _layout_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
@@ -113,7 +113,7 @@ def _two_dimensional(contract: Contract, dtype: str, layouts: list[tuple[str, st
     """A typical 2-d case whose rank r holds ``layouts[r]`` (input layout, cotangent layout):
     ragged along the gather dim where the contract allows, the last dim where it gathers any."""
     case = _typical(contract, dtype, "random", rng, backend, device, lengths=(_TYPICAL_LENGTH,) * len(layouts))
-    ragged = contract.ragged and _output(contract) != "stack"
+    ragged = contract.ragged_cases
     start = rng.randrange(len(_RAGGED_LENGTHS))
     dim = 0 if contract.dims == "0" else -1
     ranks = []
@@ -127,7 +127,7 @@ def _two_dimensional(contract: Contract, dtype: str, layouts: list[tuple[str, st
 def _shape_classes(contract: Contract, dtype: str, rng: random.Random, backend: str, device: str) -> list[Stratum]:
     """A long rank, a zero-length rank, every rank empty, and the largest world allowed."""
     low, high = contract.world_sizes
-    ragged = contract.ragged and _output(contract) != "stack"
+    ragged = contract.ragged_cases
     anything = cases(contract=contract, backend=backend, device=device)
     wanted: list[tuple[str, tuple[int, ...], st.SearchStrategy[Case]]] = []
     two = min(max(2, low), high)
