@@ -1,4 +1,4 @@
-"""The Python API, and the steps the front ends share (CLI ``check`` and ``fuzz``, pytest plugin).
+"""The Python API, and the steps every front end shares (CLI ``check``, ``fuzz``, ``report``, pytest plugin).
 
 Use it from another project's test suite::
 
@@ -24,9 +24,9 @@ A check goes through the same three steps from every front end, so they cannot d
 :func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
 backend's dtype support is measured, ranks import the target and the probe decides its calling
 convention) and :func:`execute` (the search, then hints and one repro script per finding).
-The catalogue ``report`` (:mod:`harness.catalogue_report`) runs the search alone
-(:func:`harness.search.run_check`): its table is the verdicts, with no repro scripts written
-and no extra calls for hints.
+The catalogue ``report`` (:mod:`harness.catalogue_report`) goes through them too, with
+``annotate`` off: its table is the verdicts, with no repro scripts written and no extra calls
+for hints.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
 
 import torch
 from hypothesis import settings
@@ -66,6 +65,11 @@ class CheckOptions:
     ``dtype_text`` is the ``--dtypes`` text as written: a dtype the backend cannot gather is
     silently skipped when it came from a group (``all``, ``int``, ...) and an error when it
     was named explicitly.  ``profile`` is a Hypothesis profile name (``None``: the default).
+    The last three are the catalogue report's (:mod:`harness.catalogue_report`): ``annotate``
+    (default) adds what a person reading one check needs (the differentiable-target note,
+    hints, two repro scripts per finding; the catalogue's table does without, and runs no
+    extra case for them), ``track_semantics`` and ``shrink_budget_s`` go to the engine
+    (:class:`~harness.search.SearchSettings`).
     """
 
     target: str
@@ -80,13 +84,16 @@ class CheckOptions:
     profile: str | None = default("profile")
     #: Show every frame of a failing rank's stack, not only the target's own.
     full_stacks: bool = default("full_stacks")
+    annotate: bool = True
+    track_semantics: bool = False
+    shrink_budget_s: float = SearchSettings.shrink_budget_s
 
-    def search_settings(self, **engine: Any) -> SearchSettings:
-        """What the engine needs of these options (``engine``: its own knobs, such as
-        ``track_semantics``), the profile's Hypothesis settings included."""
+    def search_settings(self) -> SearchSettings:
+        """What the engine needs of these options, the profile's Hypothesis settings included."""
         return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
                               timeout=self.timeout, probe_misuse=self.probe_misuse,
-                              base_settings=profile_settings(self.profile), **engine)
+                              base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
+                              track_semantics=self.track_semantics)
 
 
 class GatherNote(UserWarning):
@@ -306,16 +313,24 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
         )
     dtype = simplest_first(caps.drawable(options.contract.dtypes))[0]
     found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
-    note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout)
+    note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
     found.notes += [note] if note else []
     return Prepared(missing, found)
 
 
 def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
             on_example: Callable[[Progress], None] | None = None) -> CheckReport:
-    """Run the search; give every finding its hints and its repro scripts (``repro``, ``minimal_repro``)."""
+    """Run the search; unless told not to (``annotate``), give every finding its hints and its
+    repro scripts (``repro``, ``minimal_repro``)."""
     report = run_check(options.target, options.contract, options.search_settings(), pool=pool, on_example=on_example,
                        probed=prepared.probe)
+    if options.annotate:
+        annotate(report, options, pool)
+    return report
+
+
+def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None:
+    """Every finding's hints and its two repro scripts."""
     for finding in report.findings:
         finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
             pool, options.target, report.contract, finding, options.timeout)) if hint]
@@ -326,7 +341,6 @@ def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
             finding.repro = str(faithful)
             finding.minimal_repro = str(minimal_repro.write(finding, repro.absolute_target(report.target), faithful,
                                                             timeout=options.timeout, out_of_contract=out_of_contract))
-    return report
 
 
 def profile_settings(name: str | None) -> settings:

@@ -37,9 +37,8 @@ import zlib
 from dataclasses import dataclass
 
 import torch
-from hypothesis import settings
 
-from harness import capabilities, coverage_page, profiles
+from harness import api, capabilities, coverage_page
 from harness.arguments import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.contract import Contract
 from harness.coverage import Coverage
@@ -48,26 +47,23 @@ from harness.files import write_json
 from harness.finding import Finding
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
 from harness.pool import RankSets, shared_pool
-from harness.search import CheckReport, run_check
+from harness.search import CheckReport
 from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
 
 DEFAULT_MAX_EXAMPLES = REPORT_MAX_EXAMPLES
 DEFAULT_TIMEOUT_S = REPORT_TIMEOUT_S
-#: Seconds of faulty shrinking steps per failing property (``run_check``'s default is 30): a
+#: Seconds of faulty shrinking steps per failing property (the engine's default is 30): a
 #: one-line counterexample per variant needs less, and the whole catalogue must stay quick.
 SHRINK_BUDGET_S = 20.0
 NOT_PROBED = "not probed"
+#: The ``ci`` profile: no example database, whose contents would vary the table between runs.
+REPORT_PROFILE = "ci"
 HEADER = ("variant", "claimed", "verdict", "failing", "minimal counterexample", "de facto grad", "misuse")
 
 
 def variant_seed(name: str) -> int:
     """Each variant's fixed seed: the same versions give the same table on every run."""
     return zlib.crc32(name.encode()) & 0xFFFFFF
-
-
-def report_settings() -> settings:
-    """The ``ci`` profile: no example database, whose contents would vary the table between runs."""
-    return profiles.settings_for("ci")
 
 
 @dataclass
@@ -233,10 +229,10 @@ def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples
         return row
     progress = None if quiet else ProgressLine(label=label)
     try:
-        report = run_check(spec.target, spec.contract, max_examples=max_examples, timeout=timeout,
-                           probe_misuse=probe_misuse, pool=pool, track_semantics=True, on_example=progress,
-                           base_settings=report_settings(), shrink_budget_s=SHRINK_BUDGET_S,
-                           seed=variant_seed(spec.name))
+        options = api.CheckOptions(spec.target, spec.contract, max_examples=max_examples, timeout=timeout,
+                                   probe_misuse=probe_misuse, seed=variant_seed(spec.name), profile=REPORT_PROFILE,
+                                   annotate=False, track_semantics=True, shrink_budget_s=SHRINK_BUDGET_S)
+        report = api.execute(options, pool, api.prepare(options, pool), on_example=progress)
     except Exception as exc:  # one broken variant must not cost the other rows
         row = Row(spec, None, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
     else:
