@@ -280,17 +280,19 @@ def target_of(gather: str | Callable) -> str:
 def build_contract(
     *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
     output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True,
+    local: bool = True,
 ) -> Contract:
     """The contract the options describe, checked against each other and against this machine.
 
     Raises :class:`UsageError` naming the option: unknown names, a range outside 1..64 or
     past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
-    device, more nccl ranks than GPUs.
+    device, more nccl ranks than GPUs.  ``local=False``: ranks torchrun started elsewhere
+    (:func:`harness.machine.check_machine`).
     """
     contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
                         devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
                         bits=bits)
-    check_machine(backend, device, world_sizes)
+    check_machine(backend, device, world_sizes, local=local)
     return contract
 
 

@@ -59,16 +59,20 @@ def check_devices(backend: str, device: str, world_size: int) -> None:
         raise PoolError(f"an nccl group of {world_size} ranks needs {world_size} GPUs, and torch sees {count}")
 
 
-def check_machine(backend: str, device: str, world_sizes: tuple[int, int]) -> None:
+def check_machine(backend: str, device: str, world_sizes: tuple[int, int], *, local: bool = True) -> None:
     """The options' verdict on this machine, before anything starts: a :class:`UsageError`
     naming the option when the world sizes do not fit in its memory or its GPUs, or the
-    backend and device do not go together (:func:`check_devices` is the pool's own guard)."""
+    backend and device do not go together (:func:`check_devices` is the pool's own guard).
+
+    ``local=False``: the ranks run elsewhere (torchrun), so only the backend and device are
+    checked, against each other.
+    """
     limit = local_world_size_limit()
-    if world_sizes[1] > limit:
+    if local and world_sizes[1] > limit:
         raise UsageError(f"--world-sizes {world_sizes[0]}-{world_sizes[1]}: {too_many_ranks(world_sizes[1], limit)}")
     if backend == "nccl" and device != "cuda":
         raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
-    if device != "cuda":
+    if not local or device != "cuda":
         return
     count = torch.cuda.device_count()
     if count == 0:

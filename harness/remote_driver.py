@@ -19,10 +19,10 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any
 
-from harness import files, rank_calls
+from harness import api, files, rank_calls
 from harness.arguments import CONNECT_TIMEOUT_S
 from harness.case import Case
-from harness.contract import Contract, parse_dtypes
+from harness.contract import Contract
 from harness.errors import PoolError, PoolGone, UsageError
 from harness.faults import RankFault
 from harness.machine import group_timeout_s
@@ -368,9 +368,7 @@ def _to_stderr(text: str) -> None:
 # -- the command-line options ------------------------------------------------------------------------
 
 
-def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str,
-                   world_sizes: tuple[int, int], output: str = "auto", groups: bool = False,
-                   kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True) -> Contract:
+def build_contract(*, world_sizes: tuple[int, int], **options: Any) -> Contract:
     """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
 
     The driver may run on a machine without GPUs, or with fewer than the job has.
@@ -379,11 +377,7 @@ def build_contract(*, ragged: bool, dims: str, grad: str, dtype_text: str, backe
     if low != high:
         raise UsageError(f"--world-sizes {low}-{high}: with --listen the world size is the torchrun job's; "
                          f"give it as --world-sizes W (nnodes x nproc-per-node)")
-    if backend == "nccl" and device != "cuda":
-        raise UsageError("--backend nccl: nccl moves CUDA tensors only; add --device cuda, or use --backend gloo")
-    return Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                    devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
-                    bits=bits)
+    return api.build_contract(world_sizes=world_sizes, local=False, **options)
 
 
 def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:
