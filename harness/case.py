@@ -97,7 +97,7 @@ class Case:
             raise ValueError("a case needs at least one rank")
         _check_choice("output", self.output, tuple(OUTPUTS))
         ndim = len(self.ranks[0].shape)
-        if ndim == 0 and (self.output != "stack" or self.dim != 0):
+        if ndim == 0 and (not OUTPUTS[self.output].stacked or self.dim != 0):
             raise ValueError("0-d inputs need output='stack' and dim=0")
         if ndim and not -ndim <= self.dim < ndim:
             raise ValueError(f"dim={self.dim} is out of range for {ndim}-d shapes")
@@ -155,7 +155,7 @@ class Case:
     def gathered_shape(self, rank: int = 0) -> tuple[int, ...]:
         """The shape of what rank ``rank`` gathers: the concatenation in its group, or the stack."""
         members = self.members(rank)
-        if self.output == "stack":
+        if OUTPUTS[self.output].stacked:
             return (len(members), *self.ranks[rank].shape)
         shape = list(self.ranks[rank].shape)
         shape[self.dim % self.ndim] = sum(self.lengths[m] for m in members)

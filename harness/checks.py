@@ -112,7 +112,7 @@ def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[V
         return []
     r = result.rank
     expected = expected_pieces(case, r)
-    names = piece_names(case.output, len(expected))
+    names = OUTPUTS[case.output].piece_names(len(expected))
     found = _check_pieces(result, expected, names, bits=bits)
     untouched = check_input_untouched(case, result)
     found += untouched
@@ -158,13 +158,6 @@ def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: 
         again = (result.repeat_output or [None] * len(names))[k]
         found += _check_bits("repeatable", name, again, original, r, where=_AGAIN)
     return found
-
-
-def piece_names(output: str, count: int) -> list[str]:
-    """How messages name the pieces of a result: ``output``, ``output[0]`` (``first``), ``output[s]`` (``list``)."""
-    if output == "list":
-        return [f"output[{k}]" for k in range(count)]
-    return ["output[0]" if output == "first" else "output"]
 
 
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
@@ -308,11 +301,11 @@ def check_misuse(outcome: Outcome) -> list[Violation]:
 def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
     """One rank that returned from an out-of-contract case: its answer must be right (values, not bits)."""
     r = result.rank
-    if OUTPUTS[case.output].equal_shapes and case.is_ragged:
+    if OUTPUTS[case.output].stacked and case.is_ragged:
         return [Violation("misuse", "wrong-answer", r,
                           f"returned a result for inputs of different shapes, which cannot be stacked, on rank {r}")]
     expected = expected_pieces(case, r)
-    wrong = _check_pieces(result, expected, piece_names(case.output, len(expected)), bits=False)
+    wrong = _check_pieces(result, expected, OUTPUTS[case.output].piece_names(len(expected)), bits=False)
     return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong]
 
 

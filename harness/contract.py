@@ -49,21 +49,32 @@ class Output:
     means: str
     #: What a result must be to read this way, for a misfit's message (``{world}``: the world size).
     expects: str
-    #: The result is one tensor, not a sequence of them.
-    one_tensor: bool
-    #: W per-rank pieces, each compared with its rank's input.
+    #: W per-rank pieces, each compared with its rank's input (else one tensor).
     per_rank: bool = False
-    #: Every rank's input must have one shape: no ragged form (``stack``).
-    equal_shapes: bool = False
+    #: The result is a sequence whose first element is what is compared.
+    picks_first: bool = False
+    #: The group's inputs stacked, ``(W, ...)``, not concatenated: equal shapes only, 0-d ones too.
+    stacked: bool = False
+
+    @property
+    def one_tensor(self) -> bool:
+        """The result is itself the one tensor compared (not a sequence of tensors)."""
+        return not (self.per_rank or self.picks_first)
+
+    def piece_names(self, count: int) -> list[str]:
+        """How messages name the pieces of a result: ``output``, ``output[0]``, or ``output[s]`` per rank."""
+        if self.per_rank:
+            return [f"output[{k}]" for k in range(count)]
+        return ["output[0]" if self.picks_first else "output"]
 
 
 #: The output conventions (read by :mod:`harness.conventions`), the one table of them.
 OUTPUTS: dict[str, Output] = {output.name: output for output in (
-    Output("tensor", "the concatenation along dim", "a Tensor", one_tensor=True),
-    Output("list", "W per-rank tensors", "a list or tuple of {world} Tensors", one_tensor=False, per_rank=True),
-    Output("stack", "a (W, ...) tensor", "a Tensor", one_tensor=True, equal_shapes=True),
+    Output("tensor", "the concatenation along dim", "a Tensor"),
+    Output("list", "W per-rank tensors", "a list or tuple of {world} Tensors", per_rank=True),
+    Output("stack", "a (W, ...) tensor", "a Tensor", stacked=True),
     Output("first", "a tuple starting with the concatenation", "a tuple whose first element is a Tensor",
-           one_tensor=False),
+           picks_first=True),
 )}
 #: How a target's result may be read; ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
@@ -213,7 +224,7 @@ class Contract:
     @property
     def ragged_cases(self) -> bool:
         """Whether cases may be ragged: claimed, and the output has a ragged form (a stack has none)."""
-        return self.ragged and not self.read_as.equal_shapes
+        return self.ragged and not self.read_as.stacked
 
     def with_(self, **changes: object) -> Contract:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -211,7 +211,7 @@ class Coverage:
     def for_contract(cls, contract: Contract, dtypes: tuple[str, ...] | None = None) -> Coverage:
         """The space of ``strategies.cases(contract=contract, dtypes=dtypes)``: a ``stack``
         convention draws equal shapes only, 0-d ones included."""
-        stack = contract.output == "stack"  # the one convention that reads 0-d inputs
+        stack = contract.read_as.stacked  # the one convention that reads 0-d inputs
         return cls(world_sizes=contract.world_sizes, dtypes=dtypes or contract.dtypes, grad=contract.grad != "none",
                    groups=contract.groups, ragged=contract.ragged_cases,
                    dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]))

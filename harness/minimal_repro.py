@@ -189,8 +189,9 @@ class _Script:
             self.backward = True
             c_name = self.tensors(f"C{suffix}", [make_cotangent(case, r) for r in range(case.world_size)],
                                   "each rank's cotangent: the grad_output its backward receives")
-            flowing = "torch.stack(out)" if case.output == "list" and case.ndim == 0 else (
-                f"torch.cat(out, {case.dim})" if case.output == "list" else "out[0]")
+            per_rank = OUTPUTS[case.output].per_rank
+            flowing = "torch.stack(out)" if per_rank and case.ndim == 0 else (
+                f"torch.cat(out, {case.dim})" if per_rank else "out[0]")
             lines += [f"y = {flowing}",
                       "grad = torch.autograd.grad(y, x, "
                       f"{self._laid_out(case, 'cotangent_layout', c_name, False)}, allow_unused=True)[0] "
@@ -211,9 +212,9 @@ class _Script:
 
     def _read(self, case: Case, call: str) -> str:
         """The result's pieces as the harness read them (one tensor, or one per rank for ``list``)."""
-        if case.output == "list":
+        if OUTPUTS[case.output].per_rank:
             return f"list({call})"
-        return f"[{call}[0]]" if case.output == "first" else f"[{call}]"
+        return f"[{call}[0]]" if OUTPUTS[case.output].picks_first else f"[{call}]"
 
     def _laid_out(self, case: Case, field: str, values: str, grad: bool) -> str:
         """``values[rank]`` in each rank's layout of ``field`` (the base is the leaf that requires grad)."""
@@ -258,18 +259,18 @@ class _Script:
 
     def _names(self) -> str:
         """How the pieces of a result are named: ``output``, ``output[0]`` (first), ``output[s]`` (list)."""
-        if self.case.output == "list":
-            return repr([f"output[{k}]" for k in range(len(self.case.members(0)) or 1)]) if not self.case.groups \
-                else "[f'output[{k}]' for k in range(len(out))]"
-        return repr(["output[0]" if self.case.output == "first" else "output"])
+        output = OUTPUTS[self.case.output]
+        if output.per_rank and self.case.groups:
+            return "[f'output[{k}]' for k in range(len(out))]"
+        return repr(output.piece_names(len(self.case.members(0)) or 1))
 
     def _expected(self, values: str) -> str:
         """The reference pieces, from every rank's input: the concatenation (or stack, or the list) of the group's."""
         case = self.case
         mine = f"[{values}[s]{self.moved} for s in {self._members()}]"
-        if case.output == "list":
+        if OUTPUTS[case.output].per_rank:
             return mine
-        if case.output == "stack":
+        if OUTPUTS[case.output].stacked:
             return f"[torch.stack({mine})]"
         return f"[torch.cat({mine}, {case.dim})]"
 
@@ -301,7 +302,7 @@ class _Script:
                   "        print(f'rank {rank} raised, as it should out of contract: {type(exc).__name__}: {exc}', "
                   "flush=True)",
                   f"        return {RAISED}"]
-        if OUTPUTS[case.output].equal_shapes and case.is_ragged:
+        if OUTPUTS[case.output].stacked and case.is_ragged:
             return lines + ["    print(f'rank {rank}: returned a result for inputs of different shapes, which "
                             "cannot be stacked', flush=True)", "    return 1"]
         self.differs_mode = "values"

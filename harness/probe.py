@@ -138,7 +138,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
     if not call.takes_dim and contract.dims != "0":
         implied = replace(implied, dims="0")
         notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
-    if OUTPUTS[output].equal_shapes and contract.ragged:
+    if OUTPUTS[output].stacked and contract.ragged:
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),

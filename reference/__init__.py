@@ -55,7 +55,7 @@ from typing import NamedTuple
 import torch
 
 from ..case import Case, make_cotangent, make_input, torch_dtype
-from ..contract import DIFFERENTIABLE_DTYPES
+from ..contract import DIFFERENTIABLE_DTYPES, OUTPUTS
 
 __all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "within_bound"]
 
@@ -83,13 +83,13 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     ``companion``: of the companion inputs (every bit inverted), the second call's input.
     """
     inputs = [make_input(case, member, companion=companion) for member in case.members(rank)]
-    return torch.stack(inputs) if case.output == "stack" else torch.cat(inputs, dim=case.dim)
+    return torch.stack(inputs) if OUTPUTS[case.output].stacked else torch.cat(inputs, dim=case.dim)
 
 
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
     """The result of rank ``rank`` as its convention reads it: each group member's input for
     ``list`` results, else the one tensor of :func:`expected_output`."""
-    if case.output == "list":
+    if OUTPUTS[case.output].per_rank:
         return [make_input(case, member, companion=companion) for member in case.members(rank)]
     return [expected_output(case, rank, companion=companion)]
 
@@ -147,7 +147,7 @@ def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
 def _slot(cotangent: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
     """``cotangent[slot_rank]``: the rank's stretch of the gathered result along the dim, or
     its entry of a stacked result."""
-    if case.output == "stack":
+    if OUTPUTS[case.output].stacked:
         return cotangent[case.members(rank).index(rank)]
     return cotangent.narrow(case.dim, case.offset(rank), case.lengths[rank])
 

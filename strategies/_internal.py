@@ -21,7 +21,7 @@ from typing import NamedTuple, TypeVar
 from hypothesis import strategies as st
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
-from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
+from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH
 from harness.errors import UsageError
@@ -470,7 +470,7 @@ def _cases(
     seed = draw(_SEEDS)
     grad = grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     shapes, dim = drawn.shapes, drawn.dim
-    if output == "stack" and draw(_SCALARS):
+    if OUTPUTS[output].stacked and draw(_SCALARS):
         shapes, dim = tuple(() for _ in shapes), 0
     if mesh:
         layout = _mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
