@@ -21,7 +21,8 @@ scripts, the seed and the commands that rerun it; no harness source.  Notes (a d
 target checked with grad none, an in-place write into the input) are warnings in pytest's
 warnings summary.  Both run under ``pytest -n auto``.
 
-Options (the contract options mirror ``check``'s, with the same defaults):
+Options: ``check``'s, spelled ``--gather-*``, generated from the same table
+(:mod:`harness.options`) with the same types, defaults and help:
 
 - ``--gather-impl TARGET``: ``package.module:attr`` or ``path/to/file.py:attr``; the
   environment variable ``GATHER_IMPL`` selects a target too (the option wins).
@@ -32,7 +33,7 @@ Options (the contract options mirror ``check``'s, with the same defaults):
   ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``,
   ``--gather-kwarg NAME=LITERAL`` (a fixed argument on every call; repeatable).
 - ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
-  (per case, default 10), ``--gather-seed N`` (default 0), ``--gather-probe-misuse`` (also
+  (per case, default ``check``'s), ``--gather-seed N`` (default 0), ``--gather-probe-misuse`` (also
   probe out-of-contract input), ``--gather-repro-dir DIR`` (default ``.gather-harness/repros``
   under the rootdir), ``--gather-full-stacks`` (every frame of a failing rank's stack),
   ``--gather-html PATH`` (the coverage page; the terminal summary always shows the coverage).
