@@ -43,7 +43,9 @@ class Option:
     ``section`` is the CLI's help group (``contract``, ``search``, ``budget``: the mutually
     exclusive pair of budgets, ``output``).  ``plugin``: also a pytest option; ``fixture``: a
     budget option the ``gather_check`` fixture fills in from the session, so its pytest default
-    is ``None`` (not given).
+    is ``None`` (not given).  ``help`` names options as the CLI spells them (the plugin's help
+    says ``--gather-`` for ``--``); ``plugin_default`` is the plugin's default in words, where
+    it differs from the CLI's.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Option:
     flag: str = ""
     plugin: bool = True
     fixture: bool = False
+    plugin_default: str = ""
 
     @property
     def spelled(self) -> str:
@@ -125,7 +128,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("duration", "a time budget instead of an example count (stops at the first failure)",
            type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False),
     Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
-           fixture=True),
+           fixture=True, plugin_default="0"),
     Option("timeout", f"per case: a rank still running after this long is a hang (default: {DEFAULT_TIMEOUT_S:g})",
            DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True),
     Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
@@ -135,7 +138,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False),
     Option("repro_dir", f"where repro scripts of counterexamples go, one folder per target (default: "
                         f"{files.default_path('repros')})", files.default_path("repros"),
-           metavar="DIR", section="output", fixture=True),
+           metavar="DIR", section="output", fixture=True, plugin_default=f"<rootdir>/{files.default_path('repros')}"),
     Option("html", "write the coverage page: examples and failures per world size x dtype and per value of every "
                    "other axis, with the findings (one static file)", metavar="PATH", section="output"),
     Option("quiet", "no header, progress line or coverage summary", False, kind="switch", section="output",
@@ -193,18 +196,26 @@ def add_to_pytest(group: Any) -> None:
         if not option.plugin:
             continue
         flag, dest = f"--gather-{option.spelled}", f"gather_{option.spelled.replace('-', '_')}"
+        text = _plugin_help(option)
         if option.kind == "negatable":
-            group.addoption(flag, dest=dest, action="store_true", default=option.default, help=option.help)
+            group.addoption(flag, dest=dest, action="store_true", default=option.default, help=text)
             group.addoption(f"--gather-no-{option.spelled}", dest=dest, action="store_false",
                             help=f"the opposite of {flag}")
         elif option.kind == "waivable":
-            group.addoption(f"--gather-no-{option.spelled}", dest=dest, action="store_false", default=True,
-                            help=option.help)
+            group.addoption(f"--gather-no-{option.spelled}", dest=dest, action="store_false", default=True, help=text)
         else:
             keywords = {key: value for key, value in _argparse_keywords(option).items() if key != "type"}
             if option.fixture:
                 keywords["default"] = None
-            group.addoption(flag, dest=dest, help=option.help, **keywords)
+            group.addoption(flag, dest=dest, help=text, **keywords)
+
+
+def _plugin_help(option: Option) -> str:
+    """``option``'s help as the plugin spells options, with the plugin's own default."""
+    text = option.help.replace("--", "--gather-")
+    if option.plugin_default:
+        text = re.sub(r"\(default: [^)]*\)$", f"(default: {option.plugin_default})", text)
+    return text
 
 
 def option_value(option: Option, value: Any) -> Any:
