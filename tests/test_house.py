@@ -4,7 +4,10 @@
   install as ``harness.strategies`` and ``harness.reference``), so a user's own
   ``strategies.py`` or ``reference.py`` can neither shadow ours nor be shadowed.
 - No module of the package imports, directly or through others, a module that imports it
-  back; the rank side never imports the search side.
+  back.  The rank side (:data:`RANK_SIDE`, every module a rank process imports) never imports a
+  controller module, and no ``"harness.module:attr"`` string (a helper call, a target) names a
+  controller module.  The modules a repro script embeds (``harness.repro.EMBEDDED``) import only
+  each other, the standard library and torch.  Each check is shown to catch a planted violation.
 - mypy (pinned) passes over the package, ruff (pinned) over the repository.  These and the wheel
   build check the development environment (``constraints.txt``'s torch, the ``test`` extras),
   not the torch under test: marked ``dev_env``, the torch-range legs leave them out.
