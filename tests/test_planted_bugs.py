@@ -22,7 +22,7 @@ from harness.contract import Contract
 from harness.conventions import Call
 from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
-from tests.test_catalogue import is_zero
+from tests.test_catalogue import RELEASE, is_zero
 
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
 TIMEOUT_S = 3.0
@@ -117,6 +117,11 @@ def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
 # -- an in-place write that keeps the values: the version counter sees it ------------------------
 
 IN_PLACE = "tests.planted_bugs:writes_own_slot_in_place"
+#: torch 2.4 and 2.5 refuse the write when the input is a leaf that requires grad, or a view of one: the
+#: target raises in its forward instead (docs/findings/gloo_all_gather_into_leaf_view.py, measured on
+#: every release from 2.4 to 2.15), which the harness reports as what it is, a ``values`` exception.
+IN_PLACE_REFUSED = RELEASE <= (2, 5)
+REFUSED = "leaf Variable that requires grad is being used in an in-place operation"  # "a view of a" or "a"
 CI = profile_settings("ci")  # no example database: what earlier runs saved does not pick the case
 
 
@@ -124,6 +129,10 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
     report = run_check(IN_PLACE, Contract(ragged=False, grad="local", dtypes=("float32",), world_sizes=(1, 2)),
                        max_examples=30, timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     [finding] = report.findings
+    if IN_PLACE_REFUSED:
+        assert (finding.property, finding.kind, finding.status) == ("values", "exception", "confirmed")
+        assert REFUSED in finding.message, finding.message
+        return
     assert (finding.property, finding.kind, finding.status) == ("inputs-untouched", "in-place", "confirmed")
     # a view's counter is its base's, which laying it out already moved: the numbers vary, not the words
     assert re.search(r"\(its version counter went from (\d+) to (?!\1)\d+\) though its values are unchanged",
@@ -155,5 +164,8 @@ def test_a_gradient_the_in_place_write_breaks_names_the_write_as_its_cause(pool)
     """Written into a view of the leaf, the same values turn the gradient wrong: said with its cause."""
     case = Case(ranks=(RankSpec((0,), layout="transposed"),), grad="local")
     violations = check_outcome(pool.run(case, IN_PLACE, call=Call()))
+    if IN_PLACE_REFUSED:
+        assert [(v.property, v.kind) for v in violations] == [("values", "exception")] and REFUSED in violations[0].message
+        return
     assert [(v.property, v.kind) for v in violations] == [("inputs-untouched", "in-place"), ("gradients", "mismatch")]
     assert violations[1].message.endswith("(the cause: the call wrote into its input in place, see inputs-untouched)")
