@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from harness import capabilities
 from harness.case import Case, RankSpec
+from harness.checks import check_outcome
 from harness.contract import DIFFERENTIABLE_DTYPES
 
 #: The real dtype a complex tensor's ``view_as_real`` has.
@@ -35,3 +36,12 @@ def test_gloo_reduce_scatters_every_dtype_a_gradient_travels_as(pool) -> None:
     assert gradient_dtypes and not lacking, (
         f"gloo on this torch cannot reduce_scatter {lacking}: all_gather_ragged's sum/mean backward needs "
         f"another collective for them\n{caps.table()}")
+
+
+def test_the_mean_gradient_of_a_complex_tensor_is_divided_part_by_part(pool) -> None:
+    """At W=1 the mean gradient is the cotangent itself, bit for bit; torch 2.4 divides a complex
+    tensor by a real scalar as complex division, which changes last bits even for 1 (the planted
+    regression: ``cotangent / world`` instead of the part-wise division)."""
+    case = Case(ranks=(RankSpec((64,), values="random", cotangent="floats"),), dtype="complex64", grad="mean")
+    violations = check_outcome(pool.run(case, "harness.ragged:gather_mean", repeat=False))
+    assert not violations, [v.message for v in violations]

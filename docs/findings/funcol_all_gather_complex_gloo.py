@@ -1,7 +1,7 @@
-"""Finding (torch 2.4 to 2.8; fixed in 2.9, see docs/findings/README.md): the functional all_gather,
-`_functional_collectives.all_gather_tensor`, and so every DTensor redistribution to `Replicate()`,
-raise "RuntimeError: Invalid scalar type" on gloo for complex tensors, which `dist.all_gather` and
-`dist.all_gather_into_tensor` gather fine on the same torch.
+"""Finding (torch 2.5 to 2.8, not applicable on 2.4; fixed in 2.9, measured on every release to 2.15):
+the functional all_gather, `_functional_collectives.all_gather_tensor`, and so every DTensor
+redistribution to `Replicate()`, raise "RuntimeError: Invalid scalar type" on gloo for complex tensors,
+which `dist.all_gather` and `dist.all_gather_into_tensor` gather fine on the same torch.
 
 `DTensor.full_tensor()` / `redistribute(mesh, [Replicate()])` all-gather through the functional op;
 it hands gloo the complex tensor itself instead of its `view_as_real` (what `dist.all_gather_into_tensor`

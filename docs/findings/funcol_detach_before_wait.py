@@ -1,7 +1,7 @@
-"""Finding (torch 2.4 and 2.5 at least; fixed in a later release, see docs/findings/README.md):
-the functional all_gather's result, taken with `.detach()` before anything waited on it, raises
-"A view was created in no_grad mode and is being modified inplace with grad mode enabled" when the
-input requires grad, in some calls and not others (gloo, real dtypes, any world size).
+"""Finding (torch 2.4 to 2.10; fixed in 2.11, measured on every release to 2.15, README "Supported
+torch versions"): the functional all_gather's result, taken with `.detach()` before anything waited on
+it, raises "A view was created in no_grad mode and is being modified inplace with grad mode enabled"
+when the input requires grad, in some calls and not others (gloo, real dtypes, any world size).
 
 `_functional_collectives.all_gather_tensor(x, 0, group)` (and `all_gather_tensor_autograd`) return an
 `AsyncCollectiveTensor`; `.detach()` on it makes a view inside the wrapper's dispatch, and the first

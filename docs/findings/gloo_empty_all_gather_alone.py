@@ -1,6 +1,6 @@
-"""gloo behaviour (torch 2.13.0+cpu): an all_gather of empty tensors returns on a rank whose peers
-never enter it, and that rank is then one collective ahead: the next all_gather on the group
-waits on every rank until its timeout.
+"""gloo behaviour (every torch from 2.4 to 2.15, measured): an all_gather of empty tensors returns on a
+rank whose peers never enter it, and that rank is then one collective ahead: the next all_gather on the
+group waits on every rank until its timeout.
 
 Not a bug of a gather by itself (there is nothing to exchange), but it is why a rank that goes
 on alone after its peers raised (a backward that fails on ranks 1..W-1 only, then further calls

@@ -1,6 +1,7 @@
-"""Finding (torch 2.4 and 2.5; fixed in a later release, see docs/findings/README.md): `F.pad` in
-constant mode raises "The input size 0, plus negative padding 0 and 0 resulted in a negative output
-size" for a tensor with a zero-size dimension that gets no padding, while another dimension is padded.
+"""Finding (torch 2.4 to 2.9; fixed in 2.10, measured on every release to 2.15, README "Supported torch
+versions"): `F.pad` in constant mode raises "The input size 0, plus negative padding 0 and 0 resulted
+in a negative output size" for a tensor with a zero-size dimension that gets no padding, while another
+dimension is padded.
 
 Nothing is negative: the zero-size dimension stays 0 and the result is simply empty.  Gathers that
 pad every rank to the longest length (lucidrains' `pad_dim_to`, the catalogue's
