@@ -47,9 +47,13 @@ def run_timed(pool: Pool, target: str, case: Case = RAGGED):
     "target, kind, culprit_text",
     [
         ("hang_rank1", "hang", "rank 1 blocked"),
-        # gloo aborts a rank on the size mismatch; the ledgers show its cause first: a desync
+        # gloo aborts a rank on the size mismatch; the ledgers show its cause first: a desync, named at
+        # whichever mismatched rank the ledgers show first (rank 1, or rank 2, whose empty all_gathers
+        # gloo completes alone: docs/findings/gloo_empty_all_gather_alone.py)
         ("abort_mismatch", "desync", "at collective #1, rank 0 entered all_gather(torch.float32, shape=(3, 2)) but "
-                                     "rank 1 entered all_gather(torch.float32, shape=(1, 2))"),
+                                     "rank 1 entered all_gather(torch.float32, shape=(1, 2))|"
+                                     "at collective #1, rank 0 entered all_gather(torch.float32, shape=(3, 2)) but "
+                                     "rank 2 entered all_gather(torch.float32, shape=(0, 2))"),
         ("segfault_rank1", "crash", "rank 1 died: killed by signal SIGSEGV"),
         ("exit_rank1", "crash", "rank 1 died: exited with status 3"),
         ("killed_by_sigkill_rank1", "crash", "rank 1 died: killed by signal SIGKILL"),
@@ -62,7 +66,7 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
     assert outcome.fault == kind, outcome.describe_fault() if outcome.fault else outcome
     assert elapsed <= TIMEOUT_S + SLACK_S
     report = outcome.describe_fault()
-    assert culprit_text in report, report
+    assert any(text in report for text in culprit_text.split("|")), report  # "|" separates accepted texts
     [violation] = check_outcome(outcome)
     # a rank that raised is reported under its phase's property (here the forward: values), the
     # same whether its peers blocked or returned; the wait is in the message
