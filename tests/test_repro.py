@@ -218,7 +218,7 @@ def minimal_scripts(tmp_path: Path) -> dict[str, tuple[Path, int]]:
     def add(label: str, target: str, finding: Finding, status: int, out_of_contract: bool = False) -> None:
         faithful = tmp_path / label.replace(" ", "_") / f"{finding.property}.py"
         faithful.parent.mkdir()
-        path = minimal_repro.write(finding, target, faithful, timeout=3, out_of_contract=out_of_contract)
+        path = minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=out_of_contract)  # 3 s was cut short by init on a loaded box
         scripts[label] = (path, status)
 
     for prop in EVERY_PROPERTY:
