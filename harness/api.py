@@ -130,13 +130,18 @@ def check_gather(
     kwargs: Mapping[str, object] | None = None,
     full_stacks: bool = default("full_stacks"),
     profile: str | None = default("profile"),
+    collective: str = default("collective"),
+    op: str = default("op"),
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
     - ``gather``: ``"package.module:attr"``, ``"path/to/file.py:attr"``, or a module-level
       callable (its ``module:qualname`` is derived; a script's own functions are found by
       file path, so guard the script's top level with ``if __name__ == "__main__"``).
-    - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``),
+    - ``collective`` (``gather``, ``reduce-scatter``, ``all-to-all``) and ``op`` (a
+      reduce-scatter's ``sum``/``mean``/``max``): what the target computes.
+    - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``;
+      ``adjoint`` for a reduce-scatter or an all-to-all),
       ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
       ``world_sizes`` (low, high), ``backend``, ``device``: the contract, as in ``check``.
     - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
@@ -163,7 +168,8 @@ def check_gather(
         target=target_of(gather),
         contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
                                 device=device, world_sizes=(world_sizes[0], world_sizes[1]), output=output,
-                                groups=groups, kwargs=literal_kwargs(kwargs or {}), bits=bits),
+                                groups=groups, kwargs=literal_kwargs(kwargs or {}), bits=bits,
+                                collective=collective, op=op),
         dtype_text=dtype_text,
         max_examples=max_examples,
         seed=seed,
@@ -215,6 +221,8 @@ def check_command(options: CheckOptions) -> str:
     """``python -m harness check ...``: the same check from the command line (same contract, budget, seed)."""
     contract = options.contract
     args = ["python", "-m", "harness", "check", shown_target(options.target)]
+    args += [] if contract.collective == "gather" else ["--collective", contract.collective]
+    args += [] if contract.op == "sum" else ["--op", contract.op]
     args += [] if contract.ragged else ["--no-ragged"]
     args += [] if contract.dims == "any" else ["--dims", contract.dims]
     args += [] if contract.grad == "none" else ["--grad", contract.grad]
@@ -280,7 +288,7 @@ def target_of(gather: str | Callable) -> str:
 def build_contract(
     *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
     output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True,
-    local: bool = True,
+    local: bool = True, collective: str = "gather", op: str = "sum",
 ) -> Contract:
     """The contract the options describe, checked against each other and against this machine.
 
@@ -291,7 +299,7 @@ def build_contract(
     """
     contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
                         devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
-                        bits=bits)
+                        bits=bits, collective=collective, op=op)
     check_machine(backend, device, world_sizes, local=local)
     return contract
 

@@ -5,6 +5,12 @@ JSON-able and prints as one short line.  Ranks, the reference and repro scripts 
 their tensors from it with :func:`make_input` and :func:`make_cotangent`, so the same case
 always yields the same bits everywhere.
 
+Collectives: ``collective`` says what the case computes (``harness.contract.COLLECTIVES``).
+A rank's spec shape is what it holds in a gather, its *slot* in a reduce-scatter (every
+member holds the concatenation of the slots and gets the reduction of its own), and what it
+holds in an all-to-all, whose ``splits`` say how many rows it sends to each member of its
+group.  :meth:`Case.input_shape` and :meth:`Case.output_shape` say it for every collective.
+
 Group layouts: ``groups`` is empty for a plain case (the target is called without a group
 and gathers over the world), or a tuple of disjoint groups of global ranks, each gathered
 on its own process group; a rank in no group stays idle.  Slots follow the group rank,
@@ -23,13 +29,20 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .contract import OUTPUTS
+from .contract import COLLECTIVES, OUTPUTS
 
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
 #: variant reading storage directly (``data_ptr``, ``.view`` on the base, ...) is caught.
 LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided", "offset")
 #: Value recipes, simplest first (Hypothesis shrinks ``sampled_from`` toward the front).
 VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
+#: The recipes of a reduction, whose result is arithmetic: no infinities, no value whose sum
+#: overflows, so every evaluation order has a bound (``normal``: finite random values, small
+#: integers for integer dtypes).  ``max`` also leaves out ``padding``'s NaNs, whose order
+#: against numbers is the backend's choice.
+REDUCTION_RECIPES: tuple[str, ...] = ("iota", "padding", "normal")
+MAX_RECIPES: tuple[str, ...] = ("iota", "normal")
+ALL_RECIPES: tuple[str, ...] = (*VALUE_RECIPES, "normal")
 #: Cotangent recipes: exact small integers (sums are exact) or general floats.
 COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
 COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
@@ -47,19 +60,26 @@ class RankSpec:
     seed: int = 0
     cotangent: str = "ints"
     cotangent_layout: str = "contiguous"
+    #: All-to-all only: the rows this rank sends to each member of its group, in member order.
+    splits: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        object.__setattr__(self, "splits", tuple(int(n) for n in self.splits))
         _check_choice("layout", self.layout, LAYOUTS)
-        _check_choice("values", self.values, VALUE_RECIPES)
+        _check_choice("values", self.values, ALL_RECIPES)
         _check_choice("cotangent", self.cotangent, COTANGENT_RECIPES)
         _check_choice("cotangent_layout", self.cotangent_layout, COTANGENT_LAYOUTS)
 
-    def describe(self, *, with_cotangent: bool = False) -> str:
-        parts = [_shape_text(self.shape)]
+    def describe(self, *, with_cotangent: bool = False, holds: tuple[int, ...] | None = None) -> str:
+        """``(3,2) strided random#7 C=ints``; ``holds``: what the rank holds when its shape is
+        a reduce-scatter's slot, shown as ``(5,2)->slot (3,2)``."""
+        parts = [_shape_text(self.shape) if holds is None else f"{_shape_text(holds)}->slot {_shape_text(self.shape)}"]
         if self.layout != "contiguous":
             parts.append(self.layout)
         parts.append(self.values if self.values == "iota" else f"{self.values}#{self.seed}")
+        if self.splits:
+            parts.append("sends " + "+".join(map(str, self.splits)))
         if with_cotangent:
             layout = "" if self.cotangent_layout == "contiguous" else f" {self.cotangent_layout}"
             parts.append(f"C={self.cotangent}{layout}")
@@ -89,6 +109,8 @@ class Case:
     groups: tuple[tuple[int, ...], ...] = ()
     output: str = "tensor"
     world_group: bool = False
+    collective: str = "gather"
+    op: str = "sum"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
@@ -108,6 +130,24 @@ class Case:
             ):
                 raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off dim {self.dim}")
         self._check_groups()
+        self._check_collective()
+
+    def _check_collective(self) -> None:
+        _check_choice("collective", self.collective, tuple(COLLECTIVES))
+        kind = COLLECTIVES[self.collective]
+        if self.op != "sum" and self.op not in kind.ops:
+            raise ValueError(f"op={self.op!r}: {self.collective} takes {', '.join(kind.ops) or 'no reduction'}")
+        if self.output not in kind.outputs:
+            raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
+        for r, spec in enumerate(self.ranks):
+            members = self.members(r)
+            if self.collective != "all-to-all" or not members:
+                if spec.splits:
+                    raise ValueError(f"rank {r} splits={spec.splits}: only a member of an all-to-all sends splits")
+                continue
+            if len(spec.splits) != len(members) or sum(spec.splits) != self.lengths[r]:
+                raise ValueError(f"rank {r} splits={spec.splits}: need one per member of {members}, summing to its "
+                                 f"length {self.lengths[r]} along dim {self.dim}")
 
     def _check_groups(self) -> None:
         members = [r for group in self.groups for r in group]
@@ -133,7 +173,10 @@ class Case:
 
     @property
     def is_ragged(self) -> bool:
-        """Some group holds different lengths along the gather dim."""
+        """Some group holds different lengths along the gather dim (in an all-to-all: sends
+        different split sizes)."""
+        if self.collective == "all-to-all":
+            return any(len({n for m in group for n in self.ranks[m].splits}) > 1 for group in self.layout())
         return any(len({self.lengths[m] for m in group}) > 1 for group in self.layout())
 
     def layout(self) -> tuple[tuple[int, ...], ...]:
@@ -166,6 +209,42 @@ class Case:
         members = self.members(rank)
         return sum(self.lengths[m] for m in members[: members.index(rank)])
 
+    def input_shape(self, rank: int) -> tuple[int, ...]:
+        """What rank ``rank`` holds: its spec's shape, or, in a reduce-scatter, every slot of its group."""
+        if self.collective == "reduce-scatter" and not self.idle(rank):
+            return self.gathered_shape(rank)
+        return self.ranks[rank].shape
+
+    def output_shape(self, rank: int) -> tuple[int, ...]:
+        """What rank ``rank`` gets (its cotangent's shape): the gathered tensor, its slot of the
+        reduction, or the rows every member sends it."""
+        if self.collective == "reduce-scatter":
+            return self.ranks[rank].shape
+        if self.collective == "all-to-all":
+            shape = list(self.ranks[rank].shape)
+            shape[self.dim % self.ndim] = sum(self.received(rank))
+            return tuple(shape)
+        return self.gathered_shape(rank)
+
+    def slot_sizes(self, rank: int) -> list[int]:
+        """Each member's slot length in ``rank``'s group: a reduce-scatter's ``split_sizes``."""
+        return [self.lengths[m] for m in self.members(rank)]
+
+    def received(self, rank: int) -> list[int]:
+        """All-to-all: the rows each member of ``rank``'s group sends it (its ``output_split_sizes``)."""
+        members = self.members(rank)
+        return [self.ranks[s].splits[members.index(rank)] for s in members]
+
+    def sent_offset(self, sender: int, receiver: int) -> int:
+        """All-to-all: where the rows ``sender`` sends ``receiver`` start along dim in its input."""
+        members = self.members(sender)
+        return sum(self.ranks[sender].splits[: members.index(receiver)])
+
+    def received_offset(self, receiver: int, sender: int) -> int:
+        """All-to-all: where the rows from ``sender`` start along dim in ``receiver``'s result."""
+        members = self.members(receiver)
+        return sum(self.received(receiver)[: members.index(sender)])
+
     def describe(self) -> str:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
 
@@ -174,6 +253,9 @@ class Case:
         optional group parameter as ``group=WORLD``.
         """
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
+        if self.collective != "gather":
+            reduces = COLLECTIVES[self.collective].reduces
+            head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"
         if self.output != "tensor":
             head += f" output={self.output}"
         if self.groups:
@@ -181,7 +263,9 @@ class Case:
         if self.world_group:
             head += " group=WORLD"
         grad = self.grad != "none"
-        ranks = [f"r{r} idle" if self.idle(r) else f"r{r} {spec.describe(with_cotangent=grad)}"
+        slots = self.collective == "reduce-scatter"
+        ranks = [f"r{r} idle" if self.idle(r) else
+                 f"r{r} {spec.describe(with_cotangent=grad, holds=self.input_shape(r) if slots else None)}"
                  for r, spec in enumerate(self.ranks)]
         return " | ".join([head] + ranks)
 
@@ -189,11 +273,16 @@ class Case:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        """The case as plain data; ``world_group`` only when set, so every other case reads (and
-        hashes, as the sampled stability calls do) as it did before the field existed."""
+        """The case as plain data; ``world_group``, ``collective``, ``op`` and a rank's ``splits``
+        only when not their defaults, so every other case reads (and hashes, as the sampled
+        stability calls do) as it did before the fields existed."""
         data = asdict(self)
-        if not self.world_group:
-            del data["world_group"]
+        for name in ("world_group", "collective", "op"):
+            if data[name] == Case.__dataclass_fields__[name].default:
+                del data[name]
+        for spec in data["ranks"]:
+            if not spec["splits"]:
+                del spec["splits"]
         return data
 
     @classmethod
@@ -226,22 +315,32 @@ def make_input(
     """
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
-    values = make_values(spec.values, dtype, math.prod(spec.shape), rank=rank, seed=spec.seed)
+    shape = case.input_shape(rank)
+    values = make_values(spec.values, dtype, math.prod(shape), rank=rank, seed=spec.seed)
     if companion:
-        values = values.logical_not() if dtype == torch.bool else values.view(torch.uint8).bitwise_not().view(dtype)
-    x = _lay_out(values.reshape(spec.shape), spec.layout, requires_grad)
+        values = _companion(values, reduction=COLLECTIVES[case.collective].reduces)
+    x = _lay_out(values.reshape(shape), spec.layout, requires_grad)
     return x if device is None else x.to(device)
+
+
+def _companion(values: torch.Tensor, *, reduction: bool) -> torch.Tensor:
+    """The companion values: every bit inverted, or for a reduction's floats the negation."""
+    if values.dtype == torch.bool:
+        return values.logical_not()
+    if reduction and (values.is_floating_point() or values.is_complex()):
+        return values.neg()
+    return values.view(torch.uint8).bitwise_not().view(values.dtype)
 
 
 def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch.Tensor:
     """The cotangent C_rank that rank ``rank`` feeds to ``Y.backward``; different on every rank.
 
-    Shaped like what the rank gathers (:meth:`Case.gathered_shape`): the concatenation in
-    its group, or the ``(G, ...)`` stack for ``stack`` results.
+    Shaped like what the rank gets (:meth:`Case.output_shape`): for a gather the
+    concatenation in its group, or the ``(G, ...)`` stack for ``stack`` results.
     """
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
-    shape = case.gathered_shape(rank)
+    shape = case.output_shape(rank)
     n = math.prod(shape)
     if spec.cotangent == "ints":
         values = _small_ints(n, rank, spec.seed, dtype)
@@ -261,6 +360,8 @@ def make_values(recipe: str, dtype: torch.dtype, n: int, *, rank: int, seed: int
         return _special(n, rank, seed, dtype)
     if recipe == "random":
         return _random_bits(n, rank, seed, dtype)
+    if recipe == "normal":
+        return _finite(n, rank, seed, dtype)
     raise ValueError(f"unknown value recipe {recipe!r}")
 
 
@@ -362,6 +463,22 @@ def _random_bits(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tens
         return raw.view(dtype)
     info = torch.iinfo(dtype)
     return torch.randint(info.min, info.max, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def _finite(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    """Finite values no sum of 64 of them overflows: normals times 8 (exact in every float
+    dtype only by rounding, so a reduction is judged within its bound), integers in [-50, 50]
+    ([0, 50] unsigned: their sums wrap, which is how every backend adds them)."""
+    g = _generator(rank, seed, "finite")
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if not (dtype.is_floating_point or dtype.is_complex):
+        low = 0 if dtype == torch.uint8 else -50
+        return torch.randint(low, 51, (n,), generator=g, dtype=torch.int64).to(dtype)
+    real = torch.randn(n, generator=g, dtype=torch.float64) * 8
+    if dtype.is_complex:
+        return torch.complex(real, torch.randn(n, generator=g, dtype=torch.float64) * 8).to(dtype)
+    return real.to(dtype)
 
 
 def _small_ints(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:

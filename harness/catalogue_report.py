@@ -40,7 +40,7 @@ import torch
 
 from harness import api, capabilities, coverage_page
 from harness.arguments import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
-from harness.contract import Contract
+from harness.contract import COLLECTIVES, Contract
 from harness.coverage import Coverage
 from harness.errors import Exit, UsageError
 from harness.files import write_json
@@ -153,10 +153,12 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     elapsed = time.monotonic() - started
     caps = capabilities.measure(pool, "gloo", "cpu")
     header = [column for column in HEADER if probe_misuse or column != "misuse"]
-    table = [[row.cells()[column] for column in header] for row in rows]
+    sections = collective_sections(rows, header)
     notes = intermittent_lines(rows) + [not_checked_lines()]
-    as_markdown = "\n\n".join([markdown_table(header, table), *notes, f"```text\n{caps.table()}\n```"])
-    print(as_markdown if markdown else "\n\n".join([text_table(header, table), *notes, caps.table()]))
+    as_markdown = "\n\n".join([*(heading_markdown(title) + markdown_table(header, table) for title, table in sections),
+                                *notes, f"```text\n{caps.table()}\n```"])
+    print(as_markdown if markdown else "\n\n".join([*(heading_text(title) + text_table(header, table)
+                                                        for title, table in sections), *notes, caps.table()]))
     merged = merged_coverage(rows)
     if not quiet:
         unavailable = sum(1 for row in rows if row.unavailable)
@@ -174,6 +176,25 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     write_step_summary("### gather-harness catalogue report\n\n" + as_markdown)
     could_not_check = any(row.report is None and not row.unavailable for row in rows)
     return Exit.HARNESS if could_not_check else Exit.PASS
+
+
+def collective_sections(rows: list[Row], header: list[str]) -> list[tuple[str, list[list[str]]]]:
+    """The table cut into one section per collective, in :data:`COLLECTIVES` order; a gather's
+    section has no title, so a report of gathers reads as it always has."""
+    sections = []
+    for name, collective in COLLECTIVES.items():
+        table = [[row.cells()[column] for column in header] for row in rows if row.spec.contract.collective == name]
+        if table:
+            sections.append(("" if name == "gather" else f"{name}: rank r gets {collective.means}", table))
+    return sections
+
+
+def heading_markdown(title: str) -> str:
+    return f"#### {title}\n\n" if title else ""
+
+
+def heading_text(title: str) -> str:
+    return f"{title}\n\n" if title else ""
 
 
 def intermittent_lines(rows: list[Row]) -> list[str]:
@@ -244,8 +265,10 @@ def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples
 
 
 def short_contract(contract: Contract) -> str:
-    """E.g. ``ragged dim 0, grad sum``: the claim without the dtype list (all gloo dtypes here)."""
-    return f"{'ragged' if contract.ragged else 'equal'} dim {contract.dims}, grad {contract.grad}"
+    """E.g. ``ragged dim 0, grad sum``: the claim without the dtype list (all gloo dtypes here);
+    a reduce-scatter's reduction first (``max, ragged dim any, grad none``)."""
+    op = f"{contract.op}, " if contract.kind.reduces else ""
+    return f"{op}{'ragged' if contract.ragged else 'equal'} dim {contract.dims}, grad {contract.grad}"
 
 
 def misuse_cell(report: CheckReport) -> str:

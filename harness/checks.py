@@ -29,7 +29,7 @@ import torch
 
 from . import reference
 from .case import Case, make_input
-from .contract import DIFFERENTIABLE_DTYPES, OUTPUTS
+from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, OUTPUTS
 from .procedure import RankResult
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[V
     return found
 
 
-def _check_pieces(result: RankResult, expected: list[torch.Tensor], names: list[str], *, bits: bool) -> list[Violation]:
+def _check_pieces(result: RankResult, expected: list[Expected], names: list[str], *, bits: bool) -> list[Violation]:
     """Device, dtype, shape, values and bits of every piece of the first result."""
     r = result.rank
     got = result.output or []
@@ -132,9 +132,15 @@ def _check_pieces(result: RankResult, expected: list[torch.Tensor], names: list[
         return [Violation("values", "mismatch", r, f"output has {len(got)} pieces, but should have {len(expected)} on rank {r}")]
     found: list[Violation] = []
     for name, piece, device, want in zip(names, got, result.output_devices, expected):
-        found += (check_device(name, device, result.device, r) or _check_like(name, piece, want, r)
-                  or _check_values("values", name, piece, want, r) or (_check_bits("bits", name, piece, want, r) if bits else []))
+        found += (check_device(name, device, result.device, r) or _check_like(name, piece, _value(want), r)
+                  or _check_values("values", name, piece, want, r)
+                  or (_check_bits("bits", name, piece, want, r) if bits and isinstance(want, torch.Tensor) else []))
     return found
+
+
+def _value(want: Expected) -> torch.Tensor:
+    """The tensor a piece must equal: the reference's, or a float reduction's, rounded to its dtype."""
+    return want if isinstance(want, torch.Tensor) else want.in_dtype
 
 
 def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: bool) -> list[Violation]:
@@ -152,22 +158,30 @@ def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: 
         later = (result.output_later or [None] * len(names))[k]
         found += _check_bits("stable", name, later, original, r, where=_LATER)
         second = (result.companion_output or [None] * len(names))[k]
-        found += (_check_like(name, second, companion[k], r, where=_COMPANION)
-                  or _check_values("values", name, second, companion[k], r, where=_COMPANION)
-                  or (_check_bits("bits", name, second, companion[k], r, where=_COMPANION) if bits else []))
+        want = companion[k]
+        found += (_check_like(name, second, _value(want), r, where=_COMPANION)
+                  or _check_values("values", name, second, want, r, where=_COMPANION)
+                  or (_check_bits("bits", name, second, want, r, where=_COMPANION)
+                      if bits and isinstance(want, torch.Tensor) else []))
         again = (result.repeat_output or [None] * len(names))[k]
         found += _check_bits("repeatable", name, again, original, r, where=_AGAIN)
     return found
 
 
-def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
-    """The reference pieces of ``rank``: the same for every member of its group, so computed once per group."""
+#: What a piece is compared with: a tensor, or a float reduction's value with its bound.
+Expected = torch.Tensor | reference.ExpectedGrad
+
+
+def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[Expected]:
+    """The reference pieces of ``rank``: for a gather the same for every member of its group, so
+    computed once per group; every rank's own for the other collectives."""
     members = case.members(rank)
-    return _group_pieces(case, members[0] if members else rank, companion)
+    shared = case.collective == "gather" and members
+    return _group_pieces(case, members[0] if shared else rank, companion)
 
 
 @functools.lru_cache(maxsize=64)
-def _group_pieces(case: Case, first: int, companion: bool) -> list[torch.Tensor]:
+def _group_pieces(case: Case, first: int, companion: bool) -> list[Expected]:
     """Cached: shrinking and replays run the same case many times.  Never modified by a check."""
     return reference.expected_pieces(case, first, companion=companion)
 
@@ -261,7 +275,7 @@ def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     want = _expected_grad(case, r, case.grad)
     got = result.grad
     if got is None:
-        return [Violation("gradients", "mismatch", r, f"grad of x=None, but should be {_contract_text(case.grad)} on rank {r}")]
+        return [Violation("gradients", "mismatch", r, f"grad of x=None, but should be {_contract_text(case.grad, case.collective)} on rank {r}")]
     like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or _check_like(
         "grad", got, want.in_dtype, r, prop="gradients")
     if like:
@@ -272,7 +286,7 @@ def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     index = _first_false(ok)
     message = (
         f"grad{_index_text(index)}={_element_text(got, index)}, but should be {_element_text(want.in_dtype, index)}"
-        f" (±{float(want.bound[index]):.3g}; {_contract_text(case.grad)}) on rank {r}"
+        f" (±{float(want.bound[index]):.3g}; {_contract_text(case.grad, case.collective)}) on rank {r}"
     )
     return [Violation("gradients", "mismatch", r, message)]
 
@@ -323,7 +337,7 @@ def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
     if any(res.grad is None or res.input_after is None or res.grad.shape != res.input_after.shape for res in results):
         return frozenset()
     return frozenset(
-        contract for contract in ("local", "sum", "mean")
+        contract for contract in COLLECTIVES[case.collective].grads
         if all(bool(reference.within_bound(res.grad, reference.expected_grad(case, res.rank, contract)).all())
                for res in results if res.grad is not None)
     )
@@ -372,19 +386,23 @@ def _comparable(prop: str, what: str, got: torch.Tensor | None, expected: torch.
     return []
 
 
-def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
+def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: Expected, r: int,
                   where: str = "") -> list[Violation]:
-    """Numeric equality: NaN equals NaN, -0.0 equals +0.0, a bool is its truth value."""
-    problem = _comparable(prop, what, got, expected, r, where)
+    """Numeric equality: NaN equals NaN, -0.0 equals +0.0, a bool is its truth value; a float
+    reduction's result within its bound of the exact value."""
+    want = _value(expected)
+    problem = _comparable(prop, what, got, want, r, where)
     if problem or got is None:
         return problem
-    same = value_equal(got, expected)
+    bounded = None if isinstance(expected, torch.Tensor) else expected
+    same = value_equal(got, want) if bounded is None else reference.within_bound(got, bounded)
     if bool(same.all()):
         return []
     index = _first_false(same)
+    bound = "" if bounded is None else f" (±{float(bounded.bound[index]):.3g})"
     return [Violation(prop, "mismatch", r,
                       f"{what}{_index_text(index)}={_element_text(got, index)}, but should be "
-                      f"{_element_text(expected, index)}{_context(where)} on rank {r} "
+                      f"{_element_text(want, index)}{bound}{_context(where)} on rank {r} "
                       f"({int((~same).sum())} of {same.numel()} elements differ)")]
 
 
@@ -482,7 +500,10 @@ def _dtype_text(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _contract_text(contract: str) -> str:
+def _contract_text(contract: str, collective: str = "gather") -> str:
+    if contract == "adjoint":
+        return {"reduce-scatter": "contract adjoint: the gather of every rank's C_r (÷W for a mean)",
+                "all-to-all": "contract adjoint: the reverse all-to-all of the cotangents"}.get(collective, contract)
     return {
         "local": "contract local: C_r[slot_r]",
         "sum": "contract sum: Σ_s C_s[slot_r]",

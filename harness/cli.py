@@ -179,7 +179,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     contract = (remote_driver.build_contract if args.listen else build_contract)(
         ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
         device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-        kwargs=fixed_arguments(args.kwargs), bits=args.bits)
+        kwargs=fixed_arguments(args.kwargs), bits=args.bits, collective=args.collective, op=args.op)
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     seed = random.randrange(1_000_000) if args.seed is None else args.seed

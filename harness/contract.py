@@ -37,7 +37,7 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "bool": ("bool",),
 }
 DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"])
-GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean")
+GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,51 @@ OUTPUTS: dict[str, Output] = {output.name: output for output in (
     Output("first", "a tuple starting with the concatenation", "a tuple whose first element is a Tensor",
            picks_first=True),
 )}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective the harness checks (``--collective``), as every module that needs it reads it.
+
+    What each rank holds and gets is :class:`harness.case.Case`'s (``input_shape``,
+    ``output_shape``), what is right is :mod:`harness.reference`'s; this row says the rest.
+    """
+
+    name: str
+    #: What rank r gets, for ``--collective``'s help.
+    means: str
+    #: The gradient contracts it can be held to, besides ``none``.
+    grads: tuple[str, ...]
+    #: How its result may read (``--output``); the first is what ``auto`` reads as until a probe says.
+    outputs: tuple[str, ...]
+    #: Argument roles it binds by name besides dim, group, rank and world size (``harness.conventions``).
+    roles: tuple[str, ...] = ()
+    #: Reductions it takes (``--op``); empty: it moves data and takes none.
+    ops: tuple[str, ...] = ()
+
+    @property
+    def reduces(self) -> bool:
+        """Its result is computed, not moved: compared within a rounding bound, never bit for bit."""
+        return bool(self.ops)
+
+
+#: The collectives, the one table of them; ``gather`` first: the default everywhere.
+COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective in (
+    Collective("gather", "the concatenation along dim of every rank's x", grads=("local", "sum", "mean"),
+               outputs=("tensor", "list", "stack", "first")),
+    Collective("reduce-scatter", "slot r of the reduction over ranks of their x (slots: split_sizes, equal by "
+               "default)", grads=("adjoint",), outputs=("tensor",), roles=("split_sizes",), ops=("sum", "mean", "max")),
+    Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
+               "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor",),
+               roles=("input_split_sizes", "output_split_sizes")),
+)}
+#: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
+#: none of them is defined for bool.
+OP_DTYPES: dict[str, tuple[str, ...]] = {
+    "sum": tuple(name for name in ALL_DTYPES if name != "bool"),
+    "mean": DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"],
+    "max": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
+}
 #: How a target's result may be read; ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
 #: The most ranks a case may have: torchrun jobs go this far; a local pool is capped by the
@@ -172,6 +217,9 @@ class Contract:
       What is judged, not what is drawn: it is left out of :meth:`describe`.
     - ``optional_group``: set by the probe when the target's group parameter has a default
       and no ``--groups``: cases draw whether it is passed (``Case.world_group``).
+    - ``collective``: what the target computes (:data:`COLLECTIVES`); ``op``: the reduction of
+      a reduce-scatter (``sum``, ``mean``, ``max``).  The default dtypes of a reduction are
+      the ones it is defined for (:data:`OP_DTYPES`).
     """
 
     ragged: bool = True
@@ -187,8 +235,11 @@ class Contract:
     kwargs: tuple[tuple[str, str], ...] = ()
     bits: bool = True
     optional_group: bool = False
+    collective: str = "gather"
+    op: str = "sum"
 
     def __post_init__(self) -> None:
+        self._check_collective()
         object.__setattr__(self, "kwargs", tuple((str(name), str(value)) for name, value in self.kwargs))
         names = [name for name, _ in self.kwargs]
         for name, value in self.kwargs:
@@ -199,8 +250,9 @@ class Contract:
             check_literal(name, value)
         if self.dims not in ("0", "any"):
             raise UsageError(f"--dims: expected 0 or any, got {self.dims!r}")
-        if self.grad not in GRAD_CONTRACTS:
-            raise UsageError(f"--grad: expected one of {', '.join(GRAD_CONTRACTS)}, got {self.grad!r}")
+        grads = ("none", *self.kind.grads)
+        if self.grad not in grads:
+            raise UsageError(f"--grad: expected one of {', '.join(grads)} for {self.collective}, got {self.grad!r}")
         unknown = [d for d in self.dtypes if d not in ALL_DTYPES]
         if unknown or not self.dtypes:
             raise UsageError(f"--dtypes: unknown or empty dtype list {list(self.dtypes)!r}")
@@ -213,13 +265,38 @@ class Contract:
         lo, hi = self.world_sizes
         if not 1 <= lo <= hi <= MAX_WORLD_SIZE:
             raise UsageError(f"--world-sizes: need 1 <= A <= B <= {MAX_WORLD_SIZE}, got {lo}-{hi}")
-        if self.output not in OUTPUT_OPTIONS:
-            raise UsageError(f"--output: expected one of {', '.join(OUTPUT_OPTIONS)}, got {self.output!r}")
+        outputs = ("auto", *self.kind.outputs)
+        if self.output not in outputs:
+            raise UsageError(f"--output: expected one of {', '.join(outputs)} for {self.collective}, got {self.output!r}")
+
+    def _check_collective(self) -> None:
+        if self.collective not in COLLECTIVES:
+            raise UsageError(f"--collective: expected one of {', '.join(COLLECTIVES)}, got {self.collective!r}")
+        if not self.kind.reduces:
+            if self.op != "sum":
+                raise UsageError(f"--op {self.op}: {self.collective} takes no reduction; --op is for reduce-scatter")
+            return
+        if self.op not in self.kind.ops:
+            raise UsageError(f"--op: expected one of {', '.join(self.kind.ops)}, got {self.op!r}")
+        if self.op == "max" and self.grad != "none":
+            raise UsageError("--op max --grad adjoint: a max has no gradient contract (ties have no one right "
+                             "answer); check its values with --grad none")
+        allowed = OP_DTYPES[self.op]
+        if self.dtypes == ALL_DTYPES:
+            object.__setattr__(self, "dtypes", allowed)
+        unfit = [name for name in self.dtypes if name not in allowed]
+        if unfit:
+            raise UsageError(f"--dtypes: {self.op} is not defined for {', '.join(unfit)}; use some of "
+                             f"{', '.join(allowed)}")
+
+    @property
+    def kind(self) -> Collective:
+        return COLLECTIVES.get(self.collective, COLLECTIVES["gather"])
 
     @property
     def read_as(self) -> Output:
         """The output convention cases are drawn for (``auto``: ``tensor``, until the probe decides)."""
-        return OUTPUTS["tensor" if self.output == "auto" else self.output]
+        return OUTPUTS[self.kind.outputs[0] if self.output == "auto" else self.output]
 
     @property
     def ragged_cases(self) -> bool:
@@ -238,4 +315,10 @@ class Contract:
         extra += " (2-D mesh layouts)" if self.mesh else ""
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
-        return f"{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"
+        return f"{self.collective_text()}{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"
+
+    def collective_text(self) -> str:
+        """``""`` for a gather (the default, said nowhere); ``reduce-scatter(sum) `` or ``all-to-all ``."""
+        if self.collective == "gather":
+            return ""
+        return f"{self.collective}({self.op}) " if self.kind.reduces else f"{self.collective} "

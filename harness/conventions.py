@@ -61,7 +61,15 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "group": ("group", "process_group", "pg"),
     "rank": ("rank", "group_rank"),
     "world_size": ("world_size", "world", "num_replicas", "group_size"),
+    "split_sizes": ("split_sizes", "splits", "scatter_sizes", "slot_sizes"),
+    "input_split_sizes": ("input_split_sizes", "input_splits", "in_splits", "send_splits", "send_counts"),
+    "output_split_sizes": ("output_split_sizes", "output_splits", "out_splits", "recv_splits", "recv_counts"),
 }
+#: The roles every collective binds; the others are bound only for the collectives that have
+#: them (``Collective.roles``): a gather's ``splits`` parameter is its own business.
+BASE_ROLES: tuple[str, ...] = ("dim", "group", "rank", "world_size")
+#: Dim names only a neighbour of the gather reads as its dim (a gather's ``scatter_dim`` is not its dim).
+_NEIGHBOUR_DIM_NAMES = ("scatter_dim", "split_dim")
 #: A default's ``<module.Class object at 0x...>`` repr, shown as ``<module.Class>`` in messages.
 _OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-f]+>")
 #: The role of a parameter given a fixed value (``--kwarg NAME=LITERAL``).
@@ -142,16 +150,18 @@ class Call:
         return (tuple(pair for pair in self.positional if self._passes(pair[1], pass_group)),
                 tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
-    def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False) -> Any:
+    def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
+               sizes: dict[str, list[int]] | None = None) -> Any:
         """Call ``target`` on ``x`` this way.
 
         ``pass_group``: the case passes a group (its layout's, or the world group it asks for);
         a group without a default is passed anyway.  ``group`` ``None`` means the world group.
+        ``sizes``: the split-size lists of the case for this rank, by role (a fresh list per call).
         """
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
-        values = _Values(dim, group if passing else None, dict(self.kwargs))
+        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {})
         positional, keywords = self.passed(pass_group)
         args = [x] + [values.get(parameter, role) for parameter, role in positional]
         kwargs = {parameter: values.get(parameter, role) for parameter, role in keywords}
@@ -168,12 +178,14 @@ class Call:
 class _Values:
     """The value of each role for one call; rank and size are asked of torch only when passed."""
 
-    def __init__(self, dim: int, group: Any, fixed: dict[str, str]) -> None:
-        self.dim, self.group, self.fixed = dim, group, fixed
+    def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]]) -> None:
+        self.dim, self.group, self.fixed, self.sizes = dim, group, fixed, sizes
 
     def get(self, parameter: str, role: str) -> Any:
         if role == "dim":
             return self.dim
+        if role in self.sizes:
+            return list(self.sizes[role])
         if role == "group":
             return self.group
         if role == "rank":
@@ -184,21 +196,24 @@ class _Values:
 
 
 def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
-              name: str = "") -> Call:
+              name: str = "", roles: tuple[str, ...] = ()) -> Call:
     """The :class:`Call` for ``target``, read from its signature; :class:`Misfit` if none fits.
 
     ``needs_group``: the harness will pass a process group (``--groups``), so the target
     must take one.  ``kwargs``: the fixed arguments, ``(name, literal source)``; each must
     name a parameter the harness does not bind itself (or the target takes ``**kwargs``).
     ``name``: what to call a target without a ``__name__`` (a partial, a module instance)
-    in messages: the attribute it was selected by.
+    in messages: the attribute it was selected by.  ``roles``: the roles the collective binds
+    besides :data:`BASE_ROLES` (``Collective.roles``), whose dim may also be named
+    ``scatter_dim`` or ``split_dim``.
     """
+    names = _role_names(roles)
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
                          f"it; pass a function that calls it (or an instance, if it is an nn.Module)")
         signature = _forward_signature(target)
-        return _Planner(f"{target.__name__}.apply", signature, kwargs, apply=True).plan(needs_group)
+        return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True).plan(needs_group)
     if not callable(target):
         raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
@@ -207,7 +222,15 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):
         return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
-    return _Planner(name, signature, kwargs, module=module).plan(needs_group)
+    return _Planner(name, signature, kwargs, names, module=module).plan(needs_group)
+
+
+def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The names that take each role for a collective binding ``roles`` besides the base ones."""
+    names = {role: ROLE_NAMES[role] for role in BASE_ROLES + roles}
+    if roles:
+        names["dim"] += _NEIGHBOUR_DIM_NAMES
+    return names
 
 
 def _forward_signature(function_class: type) -> inspect.Signature:
@@ -234,9 +257,9 @@ def _unnamed(name: str, written: str, kwargs: tuple[tuple[str, str], ...], needs
 class _Planner:
     """Binds a signature's parameters by name (see the module docstring) and arranges the call."""
 
-    def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...], *,
-                 apply: bool = False, module: bool = False) -> None:
-        self.name, self.signature, self.kwargs = name, signature, kwargs
+    def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...],
+                 names: dict[str, tuple[str, ...]], *, apply: bool = False, module: bool = False) -> None:
+        self.name, self.signature, self.kwargs, self.names = name, signature, kwargs, names
         self.apply, self.module = apply, module
         self.written = _OBJECT_REPR.sub(r"<\1>", f"{name}{signature}")
 
@@ -276,7 +299,7 @@ class _Planner:
     def _bind(self, first: inspect.Parameter, rest: list[inspect.Parameter], var_keyword: bool) -> dict[str, str]:
         """Parameter name -> role: the first parameter named like each role, then the fixed ones."""
         roles: dict[str, str] = {}
-        for role, taken_by in ROLE_NAMES.items():
+        for role, taken_by in self.names.items():
             taker = next((p for p in rest if p.name in taken_by), None)
             if taker is not None:
                 roles[taker.name] = role
@@ -347,6 +370,9 @@ _ROLE_SOURCE = {
     "group": "the world group, or each case's group with --groups",
     "rank": "this rank within the group passed",
     "world_size": "the size of the group passed",
+    "split_sizes": "each member's slot length along dim, from each case",
+    "input_split_sizes": "the rows this rank sends each member, from each case",
+    "output_split_sizes": "the rows each member sends this rank, from each case",
 }
 
 # -- reading results ------------------------------------------------------------------------------
@@ -400,10 +426,13 @@ def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
                  f"concatenation)")
 
 
-def check_fits(result: Any, output: str, x: torch.Tensor, world: int, dim: int) -> None:
-    """Raise :class:`Misfit` when ``result`` does not have the declared ``output`` structure."""
+def check_fits(result: Any, output: str, x: torch.Tensor, world: int, dim: int, *, what: str = "") -> None:
+    """Raise :class:`Misfit` when ``result`` does not have the declared ``output`` structure
+    (``what``: the only structure a collective's result can have, said instead of a hint)."""
     if fits(result, output, world):
         return
+    if what:
+        raise Misfit(f"returned {describe_result(result)}, but should return {what}")
     try:
         better = detect_output(result, x, world, dim)
     except Misfit:

@@ -163,7 +163,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
                  device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-                 kwargs=fixed_arguments(args.kwargs), bits=args.bits)
+                 kwargs=fixed_arguments(args.kwargs), bits=args.bits, collective=args.collective, op=args.op)
 
 
 # -- the budget and the summary ----------------------------------------------------------------------

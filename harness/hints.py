@@ -62,15 +62,30 @@ def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Findin
         if not outcome.fault:
             pool.forget_state(equal)
         return ""
-    length = equal.lengths[0]
-    return (f"the same case passes when every rank holds {length} along dim {case.dim}: if the gather needs equal "
-            f"sizes on every rank, check it with --no-ragged (ragged=False from Python)")
+    if case.collective == "all-to-all":
+        held = f"sends {equal.ranks[0].splits[0]} rows to every rank"
+    else:
+        held = f"holds {equal.lengths[0]} along dim {case.dim}"
+    return (f"the same case passes when every rank {held}: if the {contract.collective} needs equal sizes on every "
+            f"rank, check it with --no-ragged (ragged=False from Python)")
 
 
 def equal_lengths(case: Case) -> Case:
-    """``case`` with every rank's length along the gather dim set to the longest one's."""
-    longest = max(case.lengths)
+    """``case`` with every rank's length along the gather dim set to the longest one's; in an
+    all-to-all, every split set to the largest one's."""
     d = case.dim % case.ndim
+    if case.collective == "all-to-all":
+        largest = max((n for spec in case.ranks for n in spec.splits), default=0)
+
+        def split_evenly(spec: RankSpec) -> RankSpec:
+            if not spec.splits:
+                return spec
+            splits = (largest,) * len(spec.splits)
+            return dataclasses.replace(spec, splits=splits, shape=tuple(
+                sum(splits) if k == d else n for k, n in enumerate(spec.shape)))
+
+        return dataclasses.replace(case, ranks=tuple(split_evenly(spec) for spec in case.ranks))
+    longest = max(case.lengths)
 
     def evened(spec: RankSpec) -> RankSpec:
         return dataclasses.replace(spec, shape=tuple(longest if k == d else n for k, n in enumerate(spec.shape)))

@@ -26,10 +26,11 @@ import torch
 
 from harness.case import Case, make_cotangent, make_input
 from harness.checks import gradients_checked
-from harness.contract import OUTPUTS
+from harness.contract import COLLECTIVES, OUTPUTS
 from harness.conventions import FIXED, Call
 from harness.finding import Finding
-from harness.reference import expected_grad
+from harness.procedure import split_sizes
+from harness.reference import expected_grad, expected_output
 from harness.targets import shown_target
 
 #: Tensors up to this many elements are written as literals; larger ones as their bytes.
@@ -265,8 +266,15 @@ class _Script:
         return repr(output.piece_names(len(self.case.members(0)) or 1))
 
     def _expected(self, values: str) -> str:
-        """The reference pieces, from every rank's input: the concatenation (or stack, or the list) of the group's."""
+        """The reference pieces, from every rank's input: the concatenation (or stack, or the list) of the
+        group's; for a reduce-scatter or an all-to-all, the reference's own result as data."""
         case = self.case
+        if case.collective != "gather":
+            companion = "inverted" in values
+            name = self.tensors("WANT_SECOND" if companion else "WANT", [
+                None if case.idle(r) else expected_output(case, r, companion=companion) for r in range(case.world_size)],
+                f"what each rank must get from the {case.collective}" + (" on the second call" if companion else ""))
+            return f"[{name}[rank]{self.moved}]"
         mine = f"[{values}[s]{self.moved} for s in {self._members()}]"
         if OUTPUTS[case.output].per_rank:
             return mine
@@ -283,7 +291,8 @@ class _Script:
         case = self.case
         wanted = {r: expected_grad(case, r, case.grad) for r in range(case.world_size) if not case.idle(r)}
         formula = {"local": "C_r[slot r]", "sum": "sum over ranks s of C_s[slot r]",
-                   "mean": "(1/W) x sum over ranks s of C_s[slot r]"}[case.grad]
+                   "mean": "(1/W) x sum over ranks s of C_s[slot r]",
+                   "adjoint": f"the reverse {case.collective} of every rank's C"}[case.grad]
         self.tensors("WANT", [wanted[r].exact if r in wanted else None for r in range(case.world_size)],
                      f"contract {case.grad}: grad of x_r = {formula}")
         exact = all(not bool(w.bound.any()) for w in wanted.values())
@@ -325,7 +334,12 @@ class _Script:
             add("def raw(data, dtype, shape):  # exact bytes: NaN payloads, infinities, large tensors",
                 "    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=torch.uint8).view(dtype)"
                 ".reshape(shape)")
-        if self.uses_inverted:
+        if self.uses_inverted and COLLECTIVES[self.case.collective].reduces:
+            add("def inverted(v):  # negated (every bit flipped for integers): a sum of it stays finite",
+                "    if v.is_floating_point() or v.is_complex():",
+                "        return -v",
+                "    return v.reshape(-1).view(torch.uint8).bitwise_not().view(v.dtype).reshape(v.shape)")
+        elif self.uses_inverted:
             add("def inverted(v):  # every bit flipped",
                 "    return v.logical_not() if v.dtype == torch.bool else "
                 "v.reshape(-1).view(torch.uint8).bitwise_not().view(v.dtype).reshape(v.shape)")
@@ -409,6 +423,8 @@ def call_source(call: Call, x: str, case: Case) -> str:
     group = "group" if case.groups else ("dist.group.WORLD" if passing and call.takes_group else "None")
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
               "world_size": f"dist.get_world_size({group})"}
+    for role in COLLECTIVES[case.collective].roles:  # each rank's own list: one literal per rank, indexed
+        values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     fixed = dict(call.kwargs)
     positional, keywords = call.passed(passing)
     args = [x] + [fixed[parameter] if role == FIXED else values[role] for parameter, role in positional]

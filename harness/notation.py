@@ -12,23 +12,29 @@ TEXT = f"""How to read a case line, e.g.
 
   {EXAMPLE}
 
+reduce-scatter(sum) or all-to-all
+                   first, when the case is not a gather's: the collective (and its reduction)
 W=2 gloo/cpu       the world size, the backend and the device
 float32 dim=0      the dtype, and the dim gathered along (a negative dim counts from the end)
-grad=sum           the gradient contract checked: none, local, sum or mean (see README)
+grad=sum           the gradient contract checked: none, local, sum or mean (see README);
+                   adjoint for a reduce-scatter or an all-to-all
 output=list        how the result was read, when not a tensor: list (one per rank), stack
                    (a (W, ...) tensor), first (a tuple starting with the concatenation)
 groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
                    a rank in no group shows as "r3 idle" and does not call the gather
 | r1 ...           what each rank holds, rank 0 first:
-  (1,2)            the shape of its input
+  (1,2)            the shape of its input; in a reduce-scatter (5,2)->slot (1,2): what it
+                   holds, then its slot of the result
   transposed       the input's memory layout when it is not contiguous: transposed (a
                    permuted view, strides reversed), strided (every other element of a
                    wider tensor), offset (a view starting 3 elements into its storage)
   iota             the input's values: iota (1, 2, 3, ... plus 100 x rank: every element
                    distinct), padding#S (0, -1, NaN and a few real values: what careless
                    unpadding drops), special#S (NaN with payloads, +-inf, +-0.0,
-                   subnormals, extremes), random#S (any bit pattern of the dtype);
+                   subnormals, extremes), random#S (any bit pattern of the dtype),
+                   normal#S (finite random values, drawn for reductions);
                    S seeds the recipe, so a case gives the same values everywhere
+  sends 2+0+1      in an all-to-all: the rows it sends to each rank of its group, in order
   C=ints           the cotangent this rank feeds to backward (only when grad is not none),
                    different on every rank: ints (small nonzero integers: every sum is
                    exact) or floats (normal samples), then its layout when it is not

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import files, profile_names
-from harness.contract import BACKENDS, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, OUTPUTS
+from harness.contract import BACKENDS, COLLECTIVES, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, OUTPUTS
 from harness.errors import UsageError
 
 #: Per case: a rank still running after this long is a hang.  The one default every front end
@@ -99,11 +99,17 @@ _PER_PROFILE = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_n
 
 #: The settings of a check, in the order ``--help`` lists them.
 OPTIONS: tuple[Option, ...] = (
+    Option("collective", "what TARGET computes on rank r: "
+           + "; ".join(f"{collective.name}, {collective.means}" for collective in COLLECTIVES.values())
+           + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
+    Option("op", "the reduction of a reduce-scatter: sum, mean (the sum / W) or max (default: sum)", "sum",
+           choices=COLLECTIVES["reduce-scatter"].ops, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
            section="contract"),
     Option("dims", "gather along dim 0 only, or any dim, negative ones included (default: any)", "any",
            choices=("0", "any"), section="contract"),
-    Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W (default: none)",
+    Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W; for "
+                   "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents (default: none)",
            "none", choices=GRAD_CONTRACTS, section="contract"),
     Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
                      "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract"),

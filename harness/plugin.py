@@ -95,7 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
             world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
             output=config.getoption("gather_output"), groups=config.getoption("gather_groups"),
             kwargs=tuple(parse_kwarg(text, "--gather-kwarg") for text in config.getoption("gather_kwarg")),
-            bits=config.getoption("gather_bits"),
+            bits=config.getoption("gather_bits"), collective=config.getoption("gather_collective"),
+            op=config.getoption("gather_op"),
         )
         config.stash[_OPTIONS] = api.CheckOptions(
             target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.contract import OUTPUTS, Contract
-from harness.conventions import Call
+from harness.conventions import ROLE_NAMES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError
 from harness.faults import Outcome
 from harness.pool import RankSets
@@ -104,7 +104,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
 
 def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
     return pool.call(contract.world_sizes[0], PLAN_TARGET, target, contract.groups,
-                     contract.kwargs, backend=contract.backends[0], device=contract.devices[0],
+                     contract.kwargs, contract.kind.roles, backend=contract.backends[0], device=contract.devices[0],
                      timeout=IMPORT_TIMEOUT_S)
 
 
@@ -116,6 +116,7 @@ def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
+    _check_split_roles(call, contract, target)
     both = call.group_optional and not contract.groups
     declared = "" if contract.output == "auto" else contract.output
     output, notes = declared or "tensor", _call_notes(call, both, contract.groups)
@@ -143,6 +144,16 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),
                  Convention(call, output, not declared, call.forms(groups=contract.groups)), notes)
+
+
+def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
+    """A ragged reduce-scatter or all-to-all cannot be right without its split sizes: a target
+    that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2)."""
+    missing = [role for role in contract.kind.roles if role not in call.roles]
+    if contract.ragged and missing:
+        raise Misfit(f"target {target!r}: {call.signature} takes no {' or '.join(missing)} parameter (named "
+                     f"{'; '.join(', '.join(ROLE_NAMES[role]) for role in missing)}), so a ragged {contract.collective} "
+                     f"cannot tell it the sizes: check equal splits with --no-ragged, or add the parameter")
 
 
 def _call_notes(call: Call, both: bool, groups: bool) -> list[str]:
@@ -195,9 +206,13 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, world
     """``world`` ranks holding ``(3,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient;
     ``world_group``: an optional group is passed (the world group)."""
     groups = (tuple(range(world)),) if contract.groups else ()
-    return Case(ranks=tuple(RankSpec(PROBE_SHAPE) for _ in range(world)), dim=0, dtype=dtype, grad="none",
-                backend=contract.backends[0], device=contract.devices[0], groups=groups, output=output,
-                world_group=world_group and not groups)
+    if contract.collective == "all-to-all":  # PROBE_SHAPE's rows to every rank
+        rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
+    else:  # a gather's input, a reduce-scatter's slot
+        rank = RankSpec(PROBE_SHAPE)
+    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backends[0],
+                device=contract.devices[0], groups=groups, output=output, world_group=world_group and not groups,
+                collective=contract.collective, op=contract.op)
 
 
 def _reading(outcome: Outcome, world: int, target: str) -> str:

@@ -147,15 +147,16 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
             result.idle = True
             return result
         world = len(case.members(rank))
+        sizes = split_sizes(case, rank)
         x = make_input(case, rank, requires_grad=request.check_grad or request.requires_grad, device=device)
         stride_before, version_before = x.stride(), x._version
         phase = "forward"
         started = time.perf_counter()
-        y = call.invoke(target, x, case.dim, group, pass_group=case.passes_group)
+        y = call.invoke(target, x, case.dim, group, pass_group=case.passes_group, sizes=sizes)
         result.timings["forward_s"] = time.perf_counter() - started
         result.input_version = (version_before, x._version)
         if request.detect:
-            _detect(result, y, x, world, case.dim, request.declared)
+            _detect(result, y, x, world, case, request.declared)
             result.output_requires_grad = carries_grad(y)
             return result
         reading = read(y, case.output, world, case.dim)
@@ -169,10 +170,10 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         if request.repeat:
             phase = "repeat"
             companion = make_input(case, rank, device=device, companion=True)
-            second = call.invoke(target, companion, case.dim, group, pass_group=case.passes_group)
+            second = call.invoke(target, companion, case.dim, group, pass_group=case.passes_group, sizes=sizes)
             result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
             result.output_later = _copies(reading.pieces)
-            third = call.invoke(target, x, case.dim, group, pass_group=case.passes_group)
+            third = call.invoke(target, x, case.dim, group, pass_group=case.passes_group, sizes=sizes)
             result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
@@ -198,10 +199,24 @@ def device_of(t: torch.Tensor) -> str:
     return str(t.device)
 
 
-def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, dim: int, declared: str) -> None:
+def split_sizes(case: Case, rank: int) -> dict[str, list[int]]:
+    """The split-size arguments of ``rank`` by role: a reduce-scatter's slot lengths, an
+    all-to-all's rows sent to and received from each member (``{}`` for a gather)."""
+    if case.collective == "reduce-scatter":
+        return {"split_sizes": case.slot_sizes(rank)}
+    if case.collective == "all-to-all":
+        return {"input_split_sizes": list(case.ranks[rank].splits), "output_split_sizes": case.received(rank)}
+    return {}
+
+
+def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, case: Case, declared: str) -> None:
     """The probe's reading: which convention ``y`` fits, or why none does."""
+    dim = case.dim
     try:
-        if declared:
+        if case.collective != "gather":
+            check_fits(y, "tensor", x, world, dim, what=f"a {case.collective}: one tensor, this rank's result")
+            result.detected = "tensor"
+        elif declared:
             check_fits(y, declared, x, world, dim)
             result.detected = declared
         else:

@@ -164,3 +164,139 @@ def _reduce_scatter_slots(
     mine = padded.new_empty((longest, *front.shape[1:]))
     _reduce_scatter_single(mine, padded, group)
     return mine
+
+
+# -- the neighbours: reduce-scatter and all-to-all ---------------------------------------------------
+
+OPS: tuple[str, ...] = ("sum", "mean", "max")
+
+
+def reduce_scatter_ragged(x: torch.Tensor, dim: int = 0, split_sizes: list[int] | None = None, *, op: str = "sum",
+                          group: ProcessGroup | None = None) -> torch.Tensor:
+    """Rank r's slot of the reduction over ranks of their ``x``: rows ``split_sizes[r]`` long at
+    ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots).  ``op``: ``sum``, ``mean``
+    (the sum over the world size) or ``max``.  Every rank holds the same shape.
+
+    Each slot is zero-padded to the longest and the blocks reduce-scattered (one collective);
+    the gradient is the adjoint: every rank's cotangent gathered in rank order (÷W for a mean;
+    ``max`` has none).
+    """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
+    world = dist.get_world_size(group)
+    sizes = _equal_slots(x.shape[dim], world) if split_sizes is None else [int(n) for n in split_sizes]
+    if len(sizes) != world or sum(sizes) != x.shape[dim]:
+        raise ValueError(f"split_sizes {sizes} should be {world} lengths adding up to x.shape[{dim}]={x.shape[dim]}")
+    return _RaggedReduceScatter.apply(x, dim % x.ndim, sizes, op, group)
+
+
+def reduce_scatter_sum(x: torch.Tensor, dim: int, split_sizes: list[int],
+                       group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`reduce_scatter_ragged` summing."""
+    return reduce_scatter_ragged(x, dim, split_sizes, op="sum", group=group)
+
+
+def reduce_scatter_mean(x: torch.Tensor, dim: int, split_sizes: list[int],
+                       group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`reduce_scatter_ragged` averaging."""
+    return reduce_scatter_ragged(x, dim, split_sizes, op="mean", group=group)
+
+
+def reduce_scatter_max(x: torch.Tensor, dim: int, split_sizes: list[int],
+                       group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`reduce_scatter_ragged` taking the maximum."""
+    return reduce_scatter_ragged(x, dim, split_sizes, op="max", group=group)
+
+
+def _equal_slots(length: int, world: int) -> list[int]:
+    if length % world:
+        raise ValueError(f"x.shape[dim]={length} does not split into {world} equal slots; pass split_sizes")
+    return [length // world] * world
+
+
+class _RaggedReduceScatter(torch.autograd.Function):
+    """Forward reduce-scatters padded slots; backward gathers the cotangents (the adjoint)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, sizes: list[int], op: str,
+                group: ProcessGroup | None) -> torch.Tensor:
+        front = x.movedim(dim, 0)
+        longest = max(sizes, default=0)
+        rows = _valid_rows(sizes, longest, x.device)
+        fill = _lowest(x.dtype) if op == "max" else 0
+        padded = front.new_full((len(sizes) * longest, *front.shape[1:]), fill)
+        padded.index_copy_(0, rows, front)
+        mine = padded.new_empty((longest, *front.shape[1:]))
+        reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
+        getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(_real(mine), _real(padded),
+                                                                            op=reduce_op, group=group)
+        mine = mine[: sizes[dist.get_rank(group)]]
+        if op == "mean":
+            mine = _divided(mine, len(sizes))
+        ctx.dim, ctx.op, ctx.group = dim, op, group
+        return mine.movedim(0, dim).contiguous()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        if ctx.op == "max":
+            raise RuntimeError("reduce_scatter_ragged: op='max' has no gradient")
+        gathered = all_gather_ragged(cotangent, ctx.dim, grad="local", group=ctx.group)
+        if ctx.op == "mean":
+            gathered = _divided(gathered, dist.get_world_size(ctx.group))
+        return gathered, None, None, None, None
+
+
+def _lowest(dtype: torch.dtype) -> float | int:
+    """The padding a max ignores: the dtype's lowest value."""
+    return torch.finfo(dtype).min if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def all_to_all_ragged(x: torch.Tensor, dim: int = 0, input_split_sizes: list[int] | None = None,
+                      output_split_sizes: list[int] | None = None, *,
+                      group: ProcessGroup | None = None) -> torch.Tensor:
+    """Send ``input_split_sizes[s]`` rows of ``x`` along ``dim`` to rank s, in order; return the
+    rows every rank sent this one, concatenated in source order (``output_split_sizes[s]`` from
+    s).  ``None`` splits: W equal chunks.  The gradient is the reverse all-to-all of the cotangent.
+    """
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
+    world = dist.get_world_size(group)
+    send = _equal_slots(x.shape[dim], world) if input_split_sizes is None else [int(n) for n in input_split_sizes]
+    receive = send if output_split_sizes is None else [int(n) for n in output_split_sizes]
+    if len(send) != world or sum(send) != x.shape[dim] or len(receive) != world:
+        raise ValueError(f"input_split_sizes {send} should be {world} lengths adding up to x.shape[{dim}]="
+                         f"{x.shape[dim]}, output_split_sizes {receive} {world} lengths")
+    return _RaggedAllToAll.apply(x, dim % x.ndim, send, receive, group)
+
+
+class _RaggedAllToAll(torch.autograd.Function):
+    """Forward exchanges the splits; backward sends the cotangent's rows back where they came from."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, send: list[int], receive: list[int],
+                group: ProcessGroup | None) -> torch.Tensor:
+        ctx.dim, ctx.send, ctx.receive, ctx.group = dim, send, receive, group
+        return _exchange(x, dim, send, receive, group)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        return _exchange(cotangent, ctx.dim, ctx.receive, ctx.send, ctx.group), None, None, None, None
+
+
+def _exchange(x: torch.Tensor, dim: int, send: list[int], receive: list[int],
+              group: ProcessGroup | None) -> torch.Tensor:
+    """One ``all_to_all_single`` of ``x``'s rows along ``dim`` (moved to the front, made dense)."""
+    front = x.movedim(dim, 0).contiguous()
+    out = front.new_empty((sum(receive), *front.shape[1:]))
+    dist.all_to_all_single(_real(out), _real(front), output_split_sizes=receive, input_split_sizes=send, group=group)
+    return out.movedim(0, dim).contiguous()
+
+
+def all_to_all(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+               group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_to_all_ragged`."""
+    return all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes, group=group)

@@ -30,10 +30,13 @@ def address(function: Callable) -> str:
     return f"{function.__module__}:{function.__qualname__}"
 
 
-def plan_call_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, str], ...] = ()) -> dict:
-    """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``)."""
+def plan_call_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, str], ...] = (),
+                      roles: tuple[str, ...] = ()) -> dict:
+    """Run on a rank: import ``target`` and plan its call (raises ``TargetError`` or ``Misfit``);
+    ``roles``: what its collective binds besides dim, group, rank and world size."""
     attr = targets.split_target(target)[1].rpartition(".")[2]
-    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs, name=attr).to_dict()
+    return plan_call(targets.load(target), needs_group=needs_group, kwargs=kwargs, name=attr,
+                     roles=tuple(roles)).to_dict()
 
 
 def join_group(backend: str, device: str, timeout_s: float, prefix: str) -> str:

@@ -160,7 +160,7 @@ class CheckReport:
         """
         if not self.graded_cases:
             return "n/a"
-        always = [c for c in ("local", "sum", "mean") if self.de_facto.get(c, 0) == self.graded_cases]
+        always = [c for c in self.contract.kind.grads if self.de_facto.get(c, 0) == self.graded_cases]
         return "=".join(always) if always else "none of them"
 
     def to_json(self) -> dict:

@@ -1,4 +1,4 @@
-"""The single-process reference: what a correct gather returns and what gradient it gives.
+"""The single-process reference: what a correct collective returns and what gradient it gives.
 
 Everything is rebuilt from the :class:`~harness.case.Case` with ``make_input`` and
 ``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
@@ -6,6 +6,11 @@ reference shares no code path with the variants under test.  It works in group s
 r gathers the inputs of its group's members in group-rank order (:meth:`Case.members`), and
 W below is the size of r's group.  This package is embedded in repro scripts: it imports only
 torch and the other embedded modules (``case``, ``contract``), relatively.
+
+The neighbours of the gather use the same rules: a reduce-scatter's float ``sum`` and
+``mean`` results are judged as the ``sum`` and ``mean`` gradient contracts below (its
+inputs' slots in the place of the cotangents), and the ``adjoint`` gradient of a
+reduce-scatter or an all-to-all is a copy (bound 0), or a copy divided by W for a mean.
 
 Gradient tolerance.  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
 cotangents already rounded to the case dtype), ``eps`` the machine epsilon of the dtype
@@ -55,15 +60,14 @@ from typing import NamedTuple
 import torch
 
 from ..case import Case, make_cotangent, make_input, torch_dtype
-from ..contract import DIFFERENTIABLE_DTYPES, OUTPUTS
+from ..contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, OUTPUTS
 
-__all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "within_bound"]
-
-_GRAD_CONTRACTS = ("local", "sum", "mean")
+__all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "expected_reduction",
+           "within_bound"]
 
 
 class ExpectedGrad(NamedTuple):
-    """The expected gradient of one rank's input.
+    """The expected gradient of one rank's input, or the expected result of a float reduction.
 
     - ``exact``: the exact value, float64 (complex128 for complex dtypes), the input's shape.
     - ``bound``: float64, same shape: the absolute error allowed per element (per part for
@@ -77,54 +81,108 @@ class ExpectedGrad(NamedTuple):
 
 
 def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> torch.Tensor:
-    """What rank ``rank`` must get, on CPU in the case dtype: ``cat_dim`` of its group's inputs
-    in group-rank order (the whole world without groups), or their ``stack`` for ``stack`` results.
+    """What rank ``rank`` must get, on CPU in the case dtype.
 
-    ``companion``: of the companion inputs (every bit inverted), the second call's input.
+    A gather: ``cat_dim`` of its group's inputs in group-rank order (the whole world without
+    groups), or their ``stack`` for ``stack`` results.  A reduce-scatter: the reduction of
+    every member's slot ``rank`` (rounded to the dtype: :func:`expected_reduction` has the
+    bound a float sum is judged within).  An all-to-all: ``cat_dim`` of the rows each member
+    sends ``rank``, in member order.  ``companion``: of the companion inputs, the second call's.
     """
-    inputs = [make_input(case, member, companion=companion) for member in case.members(rank)]
+    if case.collective == "reduce-scatter":
+        reduced = expected_reduction(case, rank, companion=companion)
+        return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
+    members = case.members(rank)
+    if case.collective == "all-to-all":
+        return torch.cat([make_input(case, s, companion=companion).narrow(
+            case.dim, case.sent_offset(s, rank), case.ranks[s].splits[members.index(rank)]) for s in members],
+            dim=case.dim)
+    inputs = [make_input(case, member, companion=companion) for member in members]
     return torch.stack(inputs) if OUTPUTS[case.output].stacked else torch.cat(inputs, dim=case.dim)
 
 
-def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
+def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor | ExpectedGrad]:
     """The result of rank ``rank`` as its convention reads it: each group member's input for
-    ``list`` results, else the one tensor of :func:`expected_output`."""
+    ``list`` results, the bounded value of a float reduction, else the one tensor of
+    :func:`expected_output`."""
     if OUTPUTS[case.output].per_rank:
         return [make_input(case, member, companion=companion) for member in case.members(rank)]
+    if case.collective == "reduce-scatter":
+        return [expected_reduction(case, rank, companion=companion)]
     return [expected_output(case, rank, companion=companion)]
 
 
-def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
-    """The gradient rank ``rank``'s input must get under ``contract`` (``local``/``sum``/``mean``).
+def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> torch.Tensor | ExpectedGrad:
+    """A reduce-scatter's result on rank ``rank``: its slot of every member's input, reduced.
 
-    Each member s of the rank's group feeds ``C_s = make_cotangent(case, s)``; the rank's slot
-    is its length along the gather dim at offset ``case.offset(rank)``, or its index along the
-    first dim of a ``stack`` result.  Raises ValueError for ``none`` (nothing to expect), an
-    unknown contract, a dtype without gradients, a rank out of range or an idle rank.
+    Float ``sum`` and ``mean`` are judged within the bound of the module docstring (the same
+    as a gradient's ``sum`` and ``mean`` contracts: a reduction in any order or tree is
+    right); integer sums wrap, as every backend adds them, and ``max`` is exact: both are a
+    plain tensor.
     """
-    if contract not in _GRAD_CONTRACTS:
-        raise ValueError(f"contract={contract!r} has no expected gradient; use one of {', '.join(_GRAD_CONTRACTS)}")
+    members = case.members(rank)
+    slots = torch.stack([make_input(case, s, companion=companion).narrow(case.dim, case.offset(rank),
+                                                                        case.lengths[rank]) for s in members])
+    if case.op == "max":
+        return slots.amax(0)
+    if not (slots.is_floating_point() or slots.is_complex()):
+        return slots.sum(0, dtype=torch.int64).to(slots.dtype)
+    return _bounded(torch.stack([_parts(slot) for slot in slots]), len(members) if case.op == "mean" else 1,
+                    case.dtype)
+
+
+def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
+    """The gradient rank ``rank``'s input must get under ``contract``.
+
+    A gather's contracts (``local``/``sum``/``mean``): each member s of the rank's group
+    feeds ``C_s = make_cotangent(case, s)``; the rank's slot is its length along the gather
+    dim at offset ``case.offset(rank)``, or its index along the first dim of a ``stack``
+    result.  ``adjoint``, the contract of a reduce-scatter and an all-to-all: the reverse
+    collective of the cotangents (a gather of every member's C_r, divided by W for a mean;
+    the rows of every member's C_r that came from this rank).  Raises ValueError for
+    ``none`` (nothing to expect), a contract the collective has not, a dtype without
+    gradients, a rank out of range or an idle rank.
+    """
+    grads = COLLECTIVES[case.collective].grads
+    if contract not in grads:
+        raise ValueError(f"contract={contract!r} has no expected gradient for a {case.collective}; use one of "
+                         f"{', '.join(grads)}")
     if case.dtype not in DIFFERENTIABLE_DTYPES:
         needed = ", ".join(sorted(DIFFERENTIABLE_DTYPES))
         raise ValueError(f"dtype={case.dtype!r} has no gradients; expected_grad needs one of {needed}")
     if not 0 <= rank < case.world_size or case.idle(rank):
         raise ValueError(f"rank={rank} is out of range for W={case.world_size} or idle in groups={case.groups}")
     members = case.members(rank)
-    w = len(members)
+    if case.collective == "reduce-scatter":
+        gathered = torch.cat([make_cotangent(case, r) for r in members], dim=case.dim)
+        return _bounded(_parts(gathered).unsqueeze(0), len(members) if case.op == "mean" else 1, case.dtype)
+    if case.collective == "all-to-all":
+        returned = torch.cat([make_cotangent(case, r).narrow(case.dim, case.received_offset(r, rank),
+                                                             case.ranks[rank].splits[members.index(r)])
+                              for r in members], dim=case.dim)
+        return _bounded(_parts(returned).unsqueeze(0), 1, case.dtype)
     senders = [rank] if contract == "local" else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
     terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])
-    exact = _fsum(terms) / (w if contract == "mean" else 1)
-    info = torch.finfo(_part_dtype(case.dtype))
+    return _bounded(terms, len(members) if contract == "mean" else 1, case.dtype)
+
+
+def _bounded(terms: torch.Tensor, divisor: int, dtype: str) -> ExpectedGrad:
+    """The sum over the first axis of ``terms`` (float64 parts, see :func:`_parts`) divided by
+    ``divisor``, with the error any evaluation order in ``dtype`` may make (module docstring)."""
+    exact = _fsum(terms) / divisor
+    info = torch.finfo(_part_dtype(dtype))
     total = terms.abs().sum(0)
-    scale = (w - 1) * info.eps if contract == "sum" else info.eps
+    scale = (terms.shape[0] - 1) * info.eps if divisor == 1 else info.eps
     bound = scale * total + _ulp(exact, info) / 2
-    bound[_exact_whatever_the_order(terms, total, contract, info)] = 0.0
+    bound[_exact_whatever_the_order(terms, total, divisor, info)] = 0.0
     exact_value = torch.view_as_complex(exact) if exact.shape[-1] == 2 else exact.squeeze(-1)
     return ExpectedGrad(
         exact=exact_value,
-        bound=bound.amax(-1),
-        in_dtype=exact_value.to(torch_dtype(case.dtype)),
+        # a NaN term makes its part NaN (matched as NaN, not within a bound): it must not
+        # take the other part's bound with it
+        bound=bound.nan_to_num(nan=0.0).amax(-1),
+        in_dtype=exact_value.to(torch_dtype(dtype)),
     )
 
 
@@ -166,18 +224,17 @@ def _fsum(terms: torch.Tensor) -> torch.Tensor:
 
 
 def _exact_whatever_the_order(
-    terms: torch.Tensor, total: torch.Tensor, contract: str, info: torch.finfo
+    terms: torch.Tensor, total: torch.Tensor, divisor: int, info: torch.finfo
 ) -> torch.Tensor:
     """Where every correct evaluation order gives the exact result (see the module docstring).
 
-    ``terms`` is (senders, *shape, parts) with one sender for ``local``; W is the number
-    of senders otherwise.
+    ``terms`` is (senders, *shape, parts), one sender for ``local`` and the adjoint
+    contracts; ``divisor`` is W for a mean, else 1.
     """
-    w = terms.shape[0]
-    if contract == "local" or w == 1:
-        return torch.ones_like(total, dtype=torch.bool)
-    if contract == "mean" and w & (w - 1):
+    if divisor & (divisor - 1):
         return torch.zeros_like(total, dtype=torch.bool)
+    if terms.shape[0] == 1:
+        return torch.ones_like(total, dtype=torch.bool)
     significand_bits = 1 - round(math.log2(info.eps))
     return (terms == terms.round()).all(0) & (total <= 2.0**significand_bits)
 

@@ -12,15 +12,27 @@ failing case shrinks toward the smallest world, the fewest dims, the shortest le
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
+import random
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 from hypothesis import strategies as st
 
-from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.case import (
+    ALL_RECIPES,
+    COTANGENT_LAYOUTS,
+    COTANGENT_RECIPES,
+    LAYOUTS,
+    MAX_RECIPES,
+    REDUCTION_RECIPES,
+    VALUE_RECIPES,
+    Case,
+    RankSpec,
+)
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH
@@ -60,7 +72,7 @@ _OFF_DIM_SIZES = st.integers(1, 4)
 #: ... and about one multi-dim case in ten has one of them 0 (more would empty most cases).
 _ZERO_AN_OFF_DIM = st.integers(0, 9).map(lambda k: k == 9)
 #: Value recipes whose bits depend on the seed (every cotangent recipe reads it too).
-_SEEDED_VALUES = frozenset({"special", "random"})
+_SEEDED_VALUES = frozenset({"special", "random", "normal"})
 _SEEDS = st.integers(0, 2**32 - 1)
 _DIMS_OPTIONS = ("0", "any", "nonzero")
 #: The dims of drawn cases: 1-d up to 4-d.
@@ -390,7 +402,7 @@ def cases(
     device: str = "cpu",
     max_length: int = 300,
     max_elements: int = 4096,
-    values: tuple[str, ...] = VALUE_RECIPES,
+    values: tuple[str, ...] | None = None,
     long_rank: bool = False,
     min_ndim: int = 1,
 ) -> st.SearchStrategy[Case]:
@@ -406,7 +418,8 @@ def cases(
       contract's dtypes already intersected with what the backend really supports.
     - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
     - ``max_length`` (default 300), ``max_elements`` (default 4096): as in :func:`ragged_shapes`.
-    - ``values`` (default: every recipe): the value recipes ranks draw from.
+    - ``values`` (default None: every recipe of the contract's collective, :func:`recipes_for`):
+      the value recipes ranks draw from.
     - ``long_rank`` (default False): 1-d cases in which some rank holds at least
       :data:`~harness.strategies.LONG_LENGTH` elements (shrinking keeps one that long).
     - ``min_ndim`` (default 1, at most 4): cases of at least this many dims; 2 or more is where
@@ -424,13 +437,52 @@ def cases(
     check_int("min_ndim", min_ndim, at_least=1, at_most=1 if long_rank else _NDIM[1], example=2)
     shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
                              contract.dims, max_length, max_elements)
-    traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(check_names("values", values, VALUE_RECIPES))
+    values = recipes_for(contract) if values is None else check_names("values", values, ALL_RECIPES)
+    traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(values)
     shapes = _ragged_shapes(*shape_args, traits)
     if long_rank:
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
-    return _cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
-                  output=contract.read_as.name, groups=contract.groups, mesh=contract.mesh,
-                  optional_group=contract.optional_group and not contract.groups)
+    return _as_drawn(_cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
+                            output=contract.read_as.name, groups=contract.groups, mesh=contract.mesh,
+                            optional_group=contract.optional_group and not contract.groups), contract)
+
+
+def recipes_for(contract: Contract) -> tuple[str, ...]:
+    """The value recipes a contract's cases draw: a reduction's have a sum (or an order) in any
+    evaluation order (``harness.case.REDUCTION_RECIPES``), data movement draws every bit pattern."""
+    if not contract.kind.reduces:
+        return VALUE_RECIPES
+    return MAX_RECIPES if contract.op == "max" else REDUCTION_RECIPES
+
+
+def as_collective(case: Case, contract: Contract) -> Case:
+    """A case drawn as a gather's, made the contract's collective: a gather's per-rank lengths
+    are a reduce-scatter's slots as they are; in an all-to-all each rank sends its length split
+    over its group's members (:func:`_sends`)."""
+    ranks = case.ranks
+    if contract.collective == "all-to-all":
+        ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
+    return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op)
+
+
+def _sends(case: Case, rank: int, ragged: bool) -> RankSpec:
+    """Rank ``rank``'s all-to-all spec: ragged, its length cut at G-1 points drawn from its seed
+    (zero-length splits wherever points meet; a rank of length 0 sends nothing); equal, the
+    length rounded up to G chunks of one size.  Derived, not drawn: a rank stays a few choices
+    for the shrinker (:data:`_RANK_TRAITS`), and a shorter length gives smaller splits."""
+    spec = case.ranks[rank]
+    members = case.members(rank)
+    if not members:
+        return spec
+    n, g = case.lengths[rank], len(members)
+    if ragged:
+        rng = random.Random(f"{spec.seed}:{rank}")
+        cuts = sorted(rng.randint(0, n) for _ in range(g - 1))
+        return dataclasses.replace(spec, splits=tuple(b - a for a, b in zip([0, *cuts], [*cuts, n])))
+    chunk = -(-n // g)
+    shape = list(spec.shape)
+    shape[case.dim % case.ndim] = chunk * g
+    return dataclasses.replace(spec, shape=tuple(shape), splits=(chunk,) * g)
 
 
 def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
@@ -613,9 +665,15 @@ def misuse_cases(
         raise UsageError(_nothing_to_probe(contract))
     target = _check_target(backend, device)
     return st.one_of(
-        [_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
-                output=contract.read_as.name, groups=contract.groups) for kind in kinds]
+        [_as_drawn(_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
+                          output=contract.read_as.name, groups=contract.groups),
+                   contract.with_(ragged=contract.ragged or kind == "ragged")) for kind in kinds]
     )
+
+
+def _as_drawn(drawn: st.SearchStrategy[Case], contract: Contract) -> st.SearchStrategy[Case]:
+    """Gather-shaped cases as the contract's collective draws them (:func:`as_collective`)."""
+    return drawn if contract.collective == "gather" else drawn.map(functools.partial(as_collective, contract=contract))
 
 
 def _misuse_probe(

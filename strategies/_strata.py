@@ -26,10 +26,10 @@ from harness.case import COTANGENT_LAYOUTS, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.coverage import LONG_LENGTH
 
-from ._internal import cases, simplest_first
+from ._internal import as_collective, cases, recipes_for, simplest_first
 
 #: Value classes in the order strata visit them: a small budget sees every dtype's full range first.
-VALUE_ORDER: tuple[str, ...] = ("random", "special", "padding", "iota")
+VALUE_ORDER: tuple[str, ...] = ("random", "normal", "special", "padding", "iota")
 #: Lengths of a typical ragged case, rotated per stratum (a zero-length rank has its own stratum).
 _RAGGED_LENGTHS = (3, 1, 4, 2, 5)
 _TYPICAL_LENGTH = 3
@@ -48,8 +48,9 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
     """Every stratum of ``contract`` over ``dtypes``, ordered so any prefix covers every dtype first."""
     rng = random.Random(seed)
     names = simplest_first(dtypes)
-    order = [(dtype, values) for values in VALUE_ORDER[:2] for dtype in names]
-    order += [(dtype, values) for values in VALUE_ORDER[2:] for dtype in names]
+    recipes = [values for values in VALUE_ORDER if values in recipes_for(contract)]
+    order = [(dtype, values) for values in recipes[:2] for dtype in names]
+    order += [(dtype, values) for values in recipes[2:] for dtype in names]
     shapes = _shape_classes(contract, names[0], rng, backend, device)
     # A failure is shrunk among all cases of its dtype (any value class): toward iota where it can.
     by_dtype = {dtype: cases(contract=contract, dtypes=(dtype,), backend=backend, device=device) for dtype in names}
@@ -63,6 +64,8 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
     layers = dtype_strata[:first_round] + shapes + layouts + dtype_strata[first_round:]
     if contract.optional_group and not contract.groups:  # both calls from the first two strata on
         layers = [replace(layer, case=replace(layer.case, world_group=n % 2 == 0)) for n, layer in enumerate(layers)]
+    if contract.collective != "gather":
+        layers = [replace(layer, case=as_collective(layer.case, contract)) for layer in layers]
     return layers
 
 
@@ -79,6 +82,7 @@ def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, ba
                         for r in range(world))
     grad = contract.grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     seed = rng.randrange(2**32)
+    values = values if values in recipes_for(contract) else recipes_for(contract)[-1]
     ranks = tuple(RankSpec((n,), values=values, seed=seed) for n in lengths)
     groups = (tuple(range(len(lengths))),) if contract.groups else ()
     return Case(ranks=ranks, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,

@@ -57,7 +57,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from harness.contract import ALL_DTYPES, Contract
+from harness.contract import ALL_DTYPES, OP_DTYPES, Contract
 
 #: Every dtype gloo can move: all of the harness's names but ``int16``, which gloo rejects.
 GLOO_DTYPES: tuple[str, ...] = tuple(name for name in ALL_DTYPES if name != "int16")
@@ -125,10 +125,22 @@ FUNCOL_ALL_GATHER_SINGLE = Need("torch.distributed._functional_collectives",
 
 
 def _claim(
-    ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool = False, mesh: bool = False
+    ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool = False, mesh: bool = False,
+    collective: str = "gather", op: str = "sum",
 ) -> Contract:
-    """The authors' claim, over every dtype gloo supports, with the result's convention."""
-    return Contract(ragged=ragged, dims=dims, dtypes=GLOO_DTYPES, grad=grad, output=output, groups=groups, mesh=mesh)
+    """The authors' claim, over every dtype gloo supports (and the reduction is defined for),
+    with the result's convention."""
+    dtypes = tuple(name for name in GLOO_DTYPES if collective != "reduce-scatter" or name in OP_DTYPES[op])
+    return Contract(ragged=ragged, dims=dims, dtypes=dtypes, grad=grad, output=output, groups=groups, mesh=mesh,
+                    collective=collective, op=op)
+
+
+def _reduce_scatter(ragged: bool, dims: str, grad: str, op: str = "sum") -> Contract:
+    return _claim(ragged=ragged, dims=dims, grad=grad, collective="reduce-scatter", op=op)
+
+
+def _all_to_all(ragged: bool, dims: str, grad: str) -> Contract:
+    return _claim(ragged=ragged, dims=dims, grad=grad, collective="all-to-all")
 
 
 CATALOGUE: tuple[VariantSpec, ...] = (
@@ -379,6 +391,35 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=True, dims="any", grad="mean"),
         "`all_gather_ragged(x, dim, grad='mean')`: same forward; backward is the summed "
         "gradient divided by the world size.",
+    ),
+    VariantSpec(
+        "ours_reduce_scatter_sum",
+        "harness.ragged:reduce_scatter_sum",
+        _reduce_scatter(ragged=True, dims="any", grad="adjoint"),
+        "`harness.ragged.reduce_scatter_ragged(x, dim, split_sizes)`: every slot zero-padded to the "
+        "longest, one reduce-scatter; backward gathers the cotangents (the adjoint). Ragged slots, any "
+        "dim, complex as its real view.",
+    ),
+    VariantSpec(
+        "ours_reduce_scatter_mean",
+        "harness.ragged:reduce_scatter_mean",
+        _reduce_scatter(ragged=True, dims="any", grad="adjoint", op="mean"),
+        "The same with `op='mean'`: the sum divided by the world size, backward the gathered "
+        "cotangents divided by it too.",
+    ),
+    VariantSpec(
+        "ours_reduce_scatter_max",
+        "harness.ragged:reduce_scatter_max",
+        _reduce_scatter(ragged=True, dims="any", grad="none", op="max"),
+        "The same with `op='max'`: slots padded with the dtype's lowest value; no gradient.",
+    ),
+    VariantSpec(
+        "ours_all_to_all",
+        "harness.ragged:all_to_all",
+        _all_to_all(ragged=True, dims="any", grad="adjoint"),
+        "`harness.ragged.all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes)`: one "
+        "`all_to_all_single` with the dim moved to the front; backward the same with the splits "
+        "swapped. Ragged splits (zero-length ones too), any dim.",
     ),
 )
 

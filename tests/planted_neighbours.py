@@ -1,0 +1,111 @@
+"""Planted bugs in reduce-scatters and all-to-alls: each breaks one thing a real one gets wrong.
+
+Each is :mod:`harness.ragged`'s correct implementation with one mistake, so that the bug is
+all that differs (``tests/test_neighbours.py`` finds each and checks the minimal case).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.ragged import _exchange, all_to_all_ragged, reduce_scatter_ragged
+
+
+def rs_wrong_slot(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    """Each rank takes the next rank's slot: the slot index off by one (fine at W=1)."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    summed = x.clone()
+    dist.all_reduce(summed, group=group)
+    other = (rank + 1) % world
+    start = sum(split_sizes[:other])
+    return summed.narrow(dim, start, split_sizes[other])
+
+
+def rs_dtype_hole(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    """Reduces in float32 whatever the dtype: float64 and int64 come back as float32."""
+    return reduce_scatter_ragged(x.to(torch.float32) if x.dtype in (torch.float64, torch.int64) else x, dim,
+                                 split_sizes, group=group)
+
+
+class _LocalOnlyGrad(torch.autograd.Function):
+    """A reduce-scatter whose backward puts the rank's own cotangent in its own slot and zeros
+    elsewhere: the gradient skips the gather of the other ranks' cotangents."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, split_sizes: list[int], group: Any) -> torch.Tensor:
+        ctx.dim, ctx.sizes, ctx.rank = dim, split_sizes, dist.get_rank(group)
+        with torch.no_grad():
+            return reduce_scatter_ragged(x, dim, split_sizes, group=group)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        pieces = [cotangent if r == ctx.rank else cotangent.new_zeros(_with_length(cotangent, ctx.dim, n))
+                  for r, n in enumerate(ctx.sizes)]
+        return torch.cat(pieces, dim=ctx.dim), None, None, None
+
+
+def rs_local_grad(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    return _LocalOnlyGrad.apply(x, dim, split_sizes, group)
+
+
+def _with_length(t: torch.Tensor, dim: int, n: int) -> tuple[int, ...]:
+    shape = list(t.shape)
+    shape[dim] = n
+    return tuple(shape)
+
+
+def a2a_reversed_sources(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                         group: Any = None) -> torch.Tensor:
+    """Concatenates what it received in reverse source order: the wrong split order."""
+    got = all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes, group=group)
+    return torch.cat(list(reversed(got.split(output_split_sizes, dim))), dim=dim)
+
+
+def a2a_transposed_splits(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                          group: Any = None) -> torch.Tensor:
+    """Sends by what it should receive: input and output split sizes swapped (right when symmetric)."""
+    if sum(output_split_sizes) != x.shape[dim]:
+        return all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes, group=group)
+    return all_to_all_ragged(x, dim, output_split_sizes, input_split_sizes, group=group)
+
+
+class _ForwardAgain(torch.autograd.Function):
+    """An all-to-all whose backward sends the cotangent forward again with the same splits,
+    not back: right only where every split is symmetric."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, send: list[int], receive: list[int], group: Any) -> torch.Tensor:
+        ctx.dim, ctx.send, ctx.receive, ctx.group = dim, send, receive, group
+        return _exchange(x, dim, send, receive, group)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        # the planted bug: the same direction, split sizes as the forward had them, cut to fit
+        back = cotangent.narrow(ctx.dim, 0, min(cotangent.shape[ctx.dim], sum(ctx.send)))
+        padded = torch.cat([back, back.new_zeros(_with_length(back, ctx.dim, sum(ctx.send) - back.shape[ctx.dim]))],
+                           dim=ctx.dim)
+        return padded, None, None, None, None
+
+
+def a2a_forward_grad(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                     group: Any = None) -> torch.Tensor:
+    return _ForwardAgain.apply(x, dim, input_split_sizes, output_split_sizes, group)
+
+
+def a2a_dtype_hole(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                   group: Any = None) -> torch.Tensor:
+    """bool travels as uint8 and is not turned back: the dtype silently changed."""
+    moved = x.to(torch.uint8) if x.dtype == torch.bool else x
+    return all_to_all_ragged(moved, dim, input_split_sizes, output_split_sizes, group=group)
+
+
+__all__ = ["a2a_dtype_hole", "a2a_forward_grad", "a2a_reversed_sources", "a2a_transposed_splits", "rs_dtype_hole",
+           "rs_equal_only", "rs_local_grad", "rs_wrong_slot"]
+
+
+def rs_equal_only(x: torch.Tensor, dim: int, group: Any = None) -> torch.Tensor:
+    """Equal slots, told nothing of sizes (as ``reduce_scatter_tensor`` is): right with --no-ragged."""
+    return reduce_scatter_ragged(x, dim, group=group)

@@ -1,0 +1,157 @@
+"""Reduce-scatter and all-to-all through the same harness: the reference, the planted bugs
+(``tests/planted_neighbours.py``) found and shrunk, our own implementations passing, and the
+calling conventions (split sizes bound by name, a ragged claim without them refused)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from harness.reference import expected_grad, expected_output, expected_reduction, within_bound
+
+from harness.case import Case, RankSpec, make_cotangent, make_input
+from harness.contract import Contract
+from harness.errors import Misfit, UsageError
+from harness.search import Finding, run_check
+
+BUDGET = 100  # the ci profile's: the default budget finds each of these
+TIMEOUT_S = 3.0
+SHRINK_BUDGET_S = 25.0
+
+RS = {"collective": "reduce-scatter"}
+A2A = {"collective": "all-to-all"}
+
+
+def rs_case(slots: tuple[int, ...], dtype: str = "float32", op: str = "sum", values: str = "iota") -> Case:
+    return Case(ranks=tuple(RankSpec((n, 2), values=values, seed=3) for n in slots), dtype=dtype, grad="adjoint",
+                collective="reduce-scatter", op=op)
+
+
+def a2a_case(splits: tuple[tuple[int, ...], ...], dim: int = 1) -> Case:
+    return Case(ranks=tuple(RankSpec((2, sum(row)), splits=row) for row in splits), dim=dim, dtype="float64",
+                grad="adjoint", collective="all-to-all")
+
+
+# -- the case model and the reference, in one process ------------------------------------------------
+
+
+def test_a_reduce_scatter_rank_holds_every_slot_and_gets_the_sum_of_its_own() -> None:
+    case = rs_case((2, 0, 3))
+    inputs = [make_input(case, r) for r in range(3)]
+    assert [tuple(x.shape) for x in inputs] == [(5, 2)] * 3
+    total = sum(x.double() for x in inputs)
+    assert torch.equal(expected_output(case, 0), total[0:2].float())
+    assert expected_output(case, 1).shape == (0, 2)
+    assert torch.equal(expected_output(case, 2), total[2:5].float())
+    assert tuple(make_cotangent(case, 2).shape) == (3, 2)
+
+
+def test_the_reduce_scatter_gradient_is_the_gather_of_the_cotangents() -> None:
+    case = rs_case((2, 0, 3), op="mean")
+    want = torch.cat([make_cotangent(case, r) for r in range(3)]).double() / 3
+    for r in range(3):
+        got = expected_grad(case, r, "adjoint")
+        assert torch.allclose(got.exact.double(), want)
+        assert bool(within_bound(want.float(), got).all())
+
+
+def test_a_float_sum_is_judged_within_its_bound_and_integers_wrap() -> None:
+    case = rs_case((4, 4, 4), values="normal")
+    a, b, c = (make_input(case, r)[0:4] for r in range(3))
+    expected = expected_reduction(case, 0)
+    assert not isinstance(expected, torch.Tensor) and bool((expected.bound > 0).any())
+    for order in ((a + b) + c, a + (b + c), (a + c) + b):  # float32, any order: all right
+        assert bool(within_bound(order, expected).all())
+    assert not bool(within_bound(a + b + c + 1e-3 * (a + b + c).abs().max(), expected).all())
+    wrapped = expected_output(rs_case((3, 3), dtype="int8"), 0)
+    inputs = [make_input(rs_case((3, 3), dtype="int8"), r)[0:3] for r in range(2)]
+    assert torch.equal(wrapped, inputs[0] + inputs[1])  # int8 adds wrap, as every backend adds them
+
+
+def test_an_all_to_all_rank_gets_each_sources_rows_in_source_order() -> None:
+    case = a2a_case(((1, 2), (0, 3)))  # r0 sends 1 to itself, 2 to r1; r1 sends 0 to r0, 3 to itself
+    x0, x1 = make_input(case, 0), make_input(case, 1)
+    assert case.output_shape(0) == (2, 1) and case.output_shape(1) == (2, 5)
+    assert torch.equal(expected_output(case, 1), torch.cat([x0[:, 1:3], x1[:, 0:3]], dim=1))
+    grad = expected_grad(case, 0, "adjoint").exact  # rows back to where they came from
+    assert torch.equal(grad, torch.cat([make_cotangent(case, 0)[:, 0:1], make_cotangent(case, 1)[:, 0:2]], dim=1))
+
+
+def test_case_json_keeps_a_gathers_form_and_round_trips_the_neighbours() -> None:
+    gather = Case(ranks=(RankSpec((1,)),))
+    assert "collective" not in gather.to_json() and "splits" not in gather.to_json()
+    for case in (rs_case((1, 2), op="max"), a2a_case(((1, 0), (2, 2)))):
+        assert Case.from_json(case.to_json()) == case
+    with pytest.raises(ValueError, match="splits"):
+        Case(ranks=(RankSpec((3,), splits=(1, 1)), RankSpec((2,), splits=(1, 1))), collective="all-to-all")
+
+
+def test_contracts_of_the_neighbours_refuse_what_has_no_meaning() -> None:
+    assert Contract(**RS, op="mean").dtypes == ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+    with pytest.raises(UsageError, match="max has no gradient"):
+        Contract(**RS, op="max", grad="adjoint")
+    with pytest.raises(UsageError, match="--grad"):
+        Contract(**A2A, grad="sum")
+    with pytest.raises(UsageError, match="--op"):
+        Contract(op="max")
+    with pytest.raises(UsageError, match="not defined for complex64"):
+        Contract(**RS, op="max", dtypes=("complex64",))
+
+
+# -- on ranks: planted bugs found and shrunk, ours pass ---------------------------------------------
+
+
+def search(pool, name: str, **contract: object) -> dict[str, Finding]:
+    report = run_check(f"tests.planted_neighbours:{name}", Contract(**contract), max_examples=BUDGET,
+                       timeout=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
+    assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
+    return {finding.property: finding for finding in report.findings}
+
+
+def slots(case: Case) -> list[int]:
+    return list(case.lengths)
+
+
+def splits(case: Case) -> list[tuple[int, ...]]:
+    return [spec.splits for spec in case.ranks]
+
+
+@pytest.mark.parametrize(("name", "contract", "prop", "minimal"), [
+    ("rs_wrong_slot", RS, ("values", "shape"), lambda c: c.world_size == 2 and c.dtype == "float32" and sum(slots(c)) == 1),
+    ("rs_dtype_hole", RS, "dtype", lambda c: c.world_size == 1 and c.dtype == "float64" and slots(c) == [0]),
+    ("rs_local_grad", {**RS, "grad": "adjoint"}, "gradients",
+     lambda c: c.world_size == 2 and c.dtype == "float32" and sum(slots(c)) == 1),
+    ("a2a_reversed_sources", A2A, "values",
+     lambda c: c.world_size == 2 and c.dtype == "float32" and sum(map(sum, splits(c))) <= 2),
+    ("a2a_forward_grad", {**A2A, "grad": "adjoint"}, "gradients", lambda c: c.world_size == 2 and c.ndim == 1),
+    ("a2a_dtype_hole", A2A, "dtype", lambda c: c.world_size == 1 and c.dtype == "bool" and splits(c) == [(0,)]),
+    # sending by the receive sizes makes the sizes disagree: gloo aborts a rank (a crash)
+    ("a2a_transposed_splits", A2A, "no-hang-no-crash", lambda c: 2 <= c.world_size <= 3),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop: str | tuple[str, ...],
+                                           minimal) -> None:
+    findings = search(pool, name, **contract)
+    found = [findings[p] for p in ((prop,) if isinstance(prop, str) else prop) if p in findings]
+    assert found, f"{name}: found {sorted(findings)}"
+    assert minimal(found[0].case), found[0].case.describe()
+
+
+@pytest.mark.parametrize(("target", "contract"), [
+    ("harness.ragged:reduce_scatter_sum", {**RS, "grad": "adjoint", "groups": True}),
+    ("harness.ragged:reduce_scatter_mean", {**RS, "op": "mean", "grad": "adjoint"}),
+    ("harness.ragged:reduce_scatter_max", {**RS, "op": "max"}),
+    ("harness.ragged:all_to_all", {**A2A, "grad": "adjoint", "groups": True}),
+])
+def test_our_own_reduce_scatter_and_all_to_all_pass(pool, target: str, contract: dict) -> None:
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", [finding.text() for finding in report.findings]
+    assert report.examples >= BUDGET
+
+
+def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
+    from harness.probe import probe
+
+    with pytest.raises(Misfit, match="takes no split_sizes parameter .* --no-ragged"):
+        probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS), "float32", timeout=TIMEOUT_S)
+    found = probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
+                  timeout=TIMEOUT_S)
+    assert found.failed is None and found.convention.call.roles == ("dim", "group")
