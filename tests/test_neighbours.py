@@ -4,14 +4,24 @@ calling conventions (split sizes bound by name, a ragged claim without them refu
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from harness.reference import expected_grad, expected_output, expected_reduction, within_bound
 
+from harness import minimal_repro, repro
 from harness.case import Case, RankSpec, make_cotangent, make_input
-from harness.contract import Contract
+from harness.contract import COLLECTIVES, Contract
+from harness.conventions import plan_call
 from harness.errors import Misfit, UsageError
 from harness.search import Finding, run_check
+from harness.targets import load
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLES = {name: collective.roles for name, collective in COLLECTIVES.items()}
 
 BUDGET = 100  # the ci profile's: the default budget finds each of these
 TIMEOUT_S = 3.0
@@ -155,3 +165,19 @@ def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
     found = probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
                   timeout=TIMEOUT_S)
     assert found.failed is None and found.convention.call.roles == ("dim", "group")
+
+
+@pytest.mark.parametrize(("name", "case", "prop"), [
+    ("rs_local_grad", rs_case((1, 0)), "gradients"),  # W=2: rank 0's slot gets rank 1's cotangent too
+    ("a2a_reversed_sources", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all"), "values"),
+])
+def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop: str, tmp_path: Path) -> None:
+    """The faithful repro (the harness's own procedure and checks, embedded) and the minimal one
+    (plain torch: split sizes as literals, the reference's result as data) both exit 1."""
+    target = f"tests.planted_neighbours:{name}"
+    finding = Finding(prop, "mismatch", case, "(planted)", [], call=plan_call(load(target), roles=ROLES[
+        case.collective]))
+    faithful = repro.write(finding, target, tmp_path, timeout=10)
+    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=False)):
+        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and "reproduces" in done.stdout, done.stdout + done.stderr
