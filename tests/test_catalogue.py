@@ -36,6 +36,14 @@ def non_contiguous_cotangent(case: Case) -> bool:
     return any(spec.cotangent_layout != "contiguous" for spec in case.ranks)
 
 
+def input_layouts_differ(case: Case) -> bool:
+    return len({spec.layout for spec in case.ranks}) > 1
+
+
+def non_contiguous_input(case: Case) -> bool:
+    return any(spec.layout != "contiguous" for spec in case.ranks)
+
+
 def is_complex(case: Case) -> bool:
     return case.dtype.startswith("complex")
 
@@ -92,6 +100,22 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                                     "from_local(shape=) only handles torch.chunk layouts (pytorch#144109)"),
     "funcol_all_gather_into_tensor_coalesced": (("values",), is_complex,
                                                 "gloo raises 'Invalid scalar type' for complex (docs/findings)"),
+    # the neighbours (measured by `report` on torch 2.13; see the README's reduce-scatter and all-to-all tables)
+    **{name: (("values",), input_layouts_differ,
+              "c10d reduce-scatter on gloo pairs elements by storage order: a rank whose input is laid out "
+              "differently sums the wrong elements (the pytorch#192920 family)")
+       for name in ("rs_reduce_scatter_single", "rs_reduce_scatter_tensor", "rs_reduce_scatter_tensor_max",
+                    "rs_reduce_scatter_list")},
+    **{name: (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
+              "ragged slots: the backward's all_gather of unequal cotangents breaks gloo (equal sizes only)")
+       for name in ("rs_nn_reduce_scatter", "rs_megatron_ragged")},
+    **{name: (("values",), is_complex, "raises 'Invalid scalar type' on complex (gloo, funcol all_to_all_single)")
+       for name in ("a2a_funcol_all_to_all_single", "a2a_funcol_all_to_all_single_autograd")},
+    "a2a_all_to_all_single": (("values",), non_contiguous_input, "raises 'Tensors must be contiguous' on a view"),
+    "a2a_nn_all_to_all_single": (("values",), non_contiguous_input, "raises 'Tensors must be contiguous' on a view"),
+    **{name: (("values", "no-hang-no-crash"), lambda c: c.is_ragged,
+              "gloo's alltoall (list form) takes equal sizes only: ragged splits raise 'invalid tensor size'")
+       for name in ("a2a_all_to_all_list", "a2a_nn_all_to_all")},
 }
 #: Variants whose flaws show only intermittently: every finding must be one of the known ones.
 INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {

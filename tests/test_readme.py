@@ -94,6 +94,8 @@ def test_the_readme_catalogue_table_is_the_catalogue() -> None:
     """Every catalogue variant has its row, in catalogue order, claiming what the catalogue says
     (as ``report --markdown`` prints it); the README shows no variant the catalogue lacks."""
     from harness.catalogue_report import short_contract
+    from harness.contract import COLLECTIVES
     from harness.variants import CATALOGUE
 
-    assert readme_catalogue_rows() == [(spec.name, short_contract(spec.contract)) for spec in CATALOGUE]
+    printed = sorted(CATALOGUE, key=lambda spec: list(COLLECTIVES).index(spec.contract.collective))  # a section each
+    assert readme_catalogue_rows() == [(spec.name, short_contract(spec.contract)) for spec in printed]

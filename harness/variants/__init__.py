@@ -123,6 +123,13 @@ C10D_ALL_GATHER_SINGLE = Need("torch.distributed", ("all_gather_single",), since
 FUNCOL_ALL_GATHER_SINGLE = Need("torch.distributed._functional_collectives",
                                 ("all_gather_single", "all_gather_single_autograd"), since="2.13")
 
+#: ``reduce_scatter_single`` (c10d and funcol), the successor of ``reduce_scatter_tensor``: absent
+#: in 2.4.1, present in 2.13.0 and 2.15.0 (the releases between not looked up; 2.13 is when its
+#: gather twin ``all_gather_single`` arrived).
+C10D_REDUCE_SCATTER_SINGLE = Need("torch.distributed", ("reduce_scatter_single",), since="2.13")
+FUNCOL_REDUCE_SCATTER_SINGLE = Need("torch.distributed._functional_collectives", ("reduce_scatter_single",),
+                                    since="2.13")
+
 
 def _claim(
     ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool = False, mesh: bool = False,
@@ -420,6 +427,122 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "`harness.ragged.all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes)`: one "
         "`all_to_all_single` with the dim moved to the front; backward the same with the splits "
         "swapped. Ragged splits (zero-length ones too), any dim.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_single",
+        "harness.variants.neighbours:reduce_scatter_single",
+        _reduce_scatter(ragged=False, dims="0", grad="none"),
+        "`dist.reduce_scatter_single(out, x)` (torch 2.13's name for `reduce_scatter_tensor`): equal slots along dim 0, summed; not differentiable.",
+        needs=(C10D_REDUCE_SCATTER_SINGLE,),
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_tensor",
+        "harness.variants.neighbours:reduce_scatter_tensor",
+        _reduce_scatter(ragged=False, dims="0", grad="none"),
+        "`dist.reduce_scatter_tensor(out, x)`: equal slots along dim 0, summed; not differentiable.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_tensor_max",
+        "harness.variants.neighbours:reduce_scatter_tensor_max",
+        _reduce_scatter(ragged=False, dims="0", grad="none", op="max"),
+        "The same with `op=ReduceOp.MAX`.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_list",
+        "harness.variants.neighbours:reduce_scatter_list",
+        _reduce_scatter(ragged=True, dims="any", grad="none"),
+        "`dist.reduce_scatter(out, list(x.split(split_sizes, dim)))`: the list API, ragged slots along any dim as its callers split them; not differentiable.",
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_single",
+        "harness.variants.neighbours:funcol_reduce_scatter_single",
+        _reduce_scatter(ragged=False, dims="any", grad="adjoint"),
+        "`_functional_collectives.reduce_scatter_single(x, 'sum', scatter_dim, group)`: equal slots along any dim; differentiable through funcol's autograd registration.",
+        needs=(FUNCOL_REDUCE_SCATTER_SINGLE,),
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_tensor",
+        "harness.variants.neighbours:funcol_reduce_scatter_tensor",
+        _reduce_scatter(ragged=False, dims="any", grad="adjoint"),
+        "`_functional_collectives.reduce_scatter_tensor(x, 'sum', scatter_dim, group)` (deprecated alias).",
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_tensor_autograd",
+        "harness.variants.neighbours:funcol_reduce_scatter_tensor_autograd",
+        _reduce_scatter(ragged=False, dims="any", grad="adjoint"),
+        "`reduce_scatter_tensor_autograd`: the explicitly differentiable form.",
+    ),
+    VariantSpec(
+        "rs_nn_reduce_scatter",
+        "harness.variants.neighbours:nn_reduce_scatter",
+        _reduce_scatter(ragged=True, dims="any", grad="adjoint"),
+        "`torch.distributed.nn.functional.reduce_scatter(out, list(x.split(split_sizes, dim)))`: differentiable list API.",
+    ),
+    VariantSpec(
+        "rs_megatron_sequence_parallel",
+        "harness.variants.neighbours:reduce_scatter_to_sequence_parallel_region",
+        _reduce_scatter(ragged=False, dims="0", grad="adjoint"),
+        "Megatron-LM `_ReduceScatterToSequenceParallelRegion` (`megatron/core/tensor_parallel/mappings.py`; commit and lines in `harness/variants/neighbours.py`): reduce-scatter along dim 0, backward `_gather_along_first_dim`.",
+    ),
+    VariantSpec(
+        "rs_megatron_ragged",
+        "harness.variants.neighbours:megatron_reduce_scatter_ragged",
+        _reduce_scatter(ragged=True, dims="0", grad="adjoint"),
+        "The same class with its `input_split_sizes` (ragged slots along dim 0).",
+    ),
+    VariantSpec(
+        "a2a_all_to_all_single",
+        "harness.variants.neighbours:all_to_all_single",
+        _all_to_all(ragged=True, dims="0", grad="none"),
+        "`dist.all_to_all_single(out, x, output_split_sizes, input_split_sizes)`: ragged splits along dim 0; not differentiable.",
+    ),
+    VariantSpec(
+        "a2a_all_to_all_list",
+        "harness.variants.neighbours:all_to_all_list",
+        _all_to_all(ragged=True, dims="any", grad="none"),
+        "`dist.all_to_all(outs, list(x.split(input_split_sizes, dim)))`, then `torch.cat(outs, dim)`: the list API.",
+    ),
+    VariantSpec(
+        "a2a_funcol_all_to_all_single",
+        "harness.variants.neighbours:funcol_all_to_all_single",
+        _all_to_all(ragged=True, dims="0", grad="adjoint"),
+        "`_functional_collectives.all_to_all_single(x, output_split_sizes, input_split_sizes, group)`.",
+    ),
+    VariantSpec(
+        "a2a_funcol_all_to_all_single_autograd",
+        "harness.variants.neighbours:funcol_all_to_all_single_autograd",
+        _all_to_all(ragged=True, dims="0", grad="adjoint"),
+        "`all_to_all_single_autograd`: the explicitly differentiable form.",
+    ),
+    VariantSpec(
+        "a2a_nn_all_to_all_single",
+        "harness.variants.neighbours:nn_all_to_all_single",
+        _all_to_all(ragged=True, dims="0", grad="adjoint"),
+        "`torch.distributed.nn.functional.all_to_all_single(out, x, output_split_sizes, input_split_sizes)`.",
+    ),
+    VariantSpec(
+        "a2a_nn_all_to_all",
+        "harness.variants.neighbours:nn_all_to_all",
+        _all_to_all(ragged=True, dims="any", grad="adjoint"),
+        "`torch.distributed.nn.functional.all_to_all(outs, list(x.split(...)))`, then `torch.cat`.",
+    ),
+    VariantSpec(
+        "a2a_megatron",
+        "harness.variants.neighbours:megatron_all_to_all",
+        _all_to_all(ragged=True, dims="0", grad="adjoint"),
+        "Megatron-LM `_AllToAll` (`mappings.py`): `all_to_all_single` with output/input split sizes, backward the same with them swapped.",
+    ),
+    VariantSpec(
+        "a2a_deepspeed_moe",
+        "harness.variants.neighbours:deepspeed_all_to_all",
+        _all_to_all(ragged=False, dims="0", grad="adjoint"),
+        "DeepSpeed MoE `_AllToAll` (`deepspeed/moe/sharded_moe.py`): equal chunks along dim 0, backward the same all-to-all (its own adjoint for equal chunks). Adapter: `_AllToAll.apply(group, x)` takes the group first.",
+    ),
+    VariantSpec(
+        "a2a_fairseq_moe",
+        "harness.variants.neighbours:fairseq_all_to_all",
+        _all_to_all(ragged=False, dims="0", grad="adjoint"),
+        "fairseq MoE `_AllToAll` (`fairseq/modules/moe/moe_layer.py`): equal chunks along dim 0. Adapter: group first, as DeepSpeed's.",
     ),
 )
 
