@@ -40,7 +40,8 @@ RANK_SIDE = frozenset({
     "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
-    "harness.variants.lucidrains", "harness.variants.padded", "harness.variants.plain",
+    "harness.variants.lucidrains", "harness.variants.neighbours", "harness.variants.padded",
+    "harness.variants.plain",
     "harness.variants.torch_paths",
 })
 #: What a module embedded in a repro script may import besides the other embedded modules.

@@ -12,35 +12,39 @@ path) over the group's inputs; all-to-all returns the concatenation, in source-m
 of what each member sent here.  Gradient column: ``adjoint`` = the reverse collective of the
 cotangent (an all_gather of the cotangents for reduce-scatter, the reverse all-to-all for
 all-to-all); ``none`` = not differentiable.  The table is each author's claim, not the
-truth; what each path was measured to do on gloo (torch 2.13.0+cpu) is in the function's
-docstring.
+truth.  "Measured" in a docstring: gloo, torch 2.13.0+cpu, W = 1..3 and the subgroup [1, 2]
+of 3 ranks, float32/float64/complex64/int64, equal, all-empty and ragged (zero-length) slots,
+contiguous and transposed inputs and cotangents, against a float64 single-process reference.
 
-=========================================== ==== ================================================== ====== ===== ========== =======
-function                                    coll call                                               ragged dims  dtypes     grad
-=========================================== ==== ================================================== ====== ===== ========== =======
-reduce_scatter_single                       RS   f(x, group=)                                       no     0     all gloo   none
-reduce_scatter_tensor                       RS   same (deprecated alias)                            no     0     all gloo   none
-reduce_scatter_tensor_max                   RS   same, ``ReduceOp.MAX``                             no     0     real       none
-reduce_scatter_list                         RS   f(x, split_sizes, dim, group=)                     yes    any   all gloo   none
-funcol_reduce_scatter_single                RS   f(x, scatter_dim, group=)                          no     any   all gloo   adjoint
-funcol_reduce_scatter_tensor                RS   same (deprecated alias)                            no     any   all gloo   adjoint
-funcol_reduce_scatter_tensor_autograd       RS   same (deprecated alias)                            no     any   all gloo   adjoint
-nn_reduce_scatter                           RS   f(x, split_sizes, dim, group=)                     yes    any   all gloo   adjoint
-reduce_scatter_to_sequence_parallel_region  RS   Megatron, f(x, group=)                             no     0     all        adjoint
-megatron_reduce_scatter_ragged              RS   Megatron, f(x, split_sizes, group=)                yes    0     all        adjoint
-reduce_scatter_last_dim_to_tensor_paral...  RS   Megatron, f(x, group=)                             no     -1    all        adjoint
-all_to_all_single                           A2A  f(x, output_split_sizes, input_split_sizes, group=) yes    0     all gloo   none
-all_to_all_list                             A2A  f(x, input_split_sizes, output_split_sizes, dim, g) yes    any   all gloo   none
-funcol_all_to_all_single                    A2A  as all_to_all_single                               yes    0     all gloo   adjoint
-funcol_all_to_all_single_autograd           A2A  same                                               yes    0     all gloo   adjoint
-nn_all_to_all_single                        A2A  as all_to_all_single                               yes    0     all gloo   adjoint
-nn_all_to_all                               A2A  as all_to_all_list                                 yes    any   all gloo   adjoint
-megatron_all_to_all                         A2A  Megatron ``_AllToAll``, as all_to_all_single       yes    0     all        adjoint
-deepspeed_all_to_all                        A2A  DeepSpeed MoE ``_AllToAll``, f(x, group=)          no     0     all        adjoint
-fairseq_all_to_all                          A2A  fairseq MoE ``_AllToAll``, f(x, group=)            no     0     all        adjoint
-=========================================== ==== ================================================== ====== ===== ========== =======
+================================================== ==== ======================================= ====== ==== ====== =======
+function                                           coll call after ``x``                         ragged dims dtypes grad
+================================================== ==== ======================================= ====== ==== ====== =======
+reduce_scatter_single                              RS   ``group=``                              no     0    gloo   none
+reduce_scatter_tensor                              RS   same (deprecated alias)                 no     0    gloo   none
+reduce_scatter_tensor_max                          RS   same, ``ReduceOp.MAX``                  no     0    real   none
+reduce_scatter_list                                RS   ``split_sizes, dim, group=``            yes    any  gloo   none
+funcol_reduce_scatter_single                       RS   ``scatter_dim, group=``                 no     any  gloo   adjoint
+funcol_reduce_scatter_tensor                       RS   same (deprecated alias)                 no     any  gloo   adjoint
+funcol_reduce_scatter_tensor_autograd              RS   same (deprecated alias)                 no     any  gloo   adjoint
+nn_reduce_scatter                                  RS   ``split_sizes, dim, group=``            yes    any  gloo   adjoint
+reduce_scatter_to_sequence_parallel_region         RS   ``group=`` (Megatron)                   no     0    all    adjoint
+megatron_reduce_scatter_ragged                     RS   ``split_sizes, group=`` (Megatron)      yes    0    all    adjoint
+reduce_scatter_last_dim_to_tensor_parallel_region  RS   ``group=`` (Megatron)                   no     -1   all    adjoint
+all_to_all_single                                  A2A  *splits*, ``group=``                    yes    0    gloo   none
+all_to_all_list                                    A2A  in/out *splits*, ``dim, group=``       yes    any  gloo   none
+funcol_all_to_all_single                           A2A  *splits*, ``group=``                    yes    0    gloo   adjoint
+funcol_all_to_all_single_autograd                  A2A  *splits*, ``group=``                    yes    0    gloo   adjoint
+nn_all_to_all_single                               A2A  *splits*, ``group=``                    yes    0    gloo   adjoint
+nn_all_to_all                                      A2A  in/out *splits*, ``dim, group=``       yes    any  gloo   adjoint
+megatron_all_to_all                                A2A  *splits*, ``group=`` (Megatron)         yes    0    all    adjoint
+deepspeed_all_to_all                               A2A  ``group=`` (DeepSpeed MoE)              no     0    all    adjoint
+fairseq_all_to_all                                 A2A  ``group=`` (fairseq MoE)                no     0    all    adjoint
+================================================== ==== ======================================= ====== ==== ====== =======
 
-"all gloo" = every dtype gloo moves, complex included (``all_to_all_single``'s docstring:
+*splits*: ``output_split_sizes, input_split_sizes`` (``None`` for both = equal), as torch orders them;
+in/out *splits*: ``input_split_sizes, output_split_sizes``, the list APIs' order.
+
+"gloo" = every dtype gloo moves, complex included (``all_to_all_single``'s docstring:
 "Complex tensors are supported"); "all" = the authors state nothing.  ``dims any`` for the
 list APIs is the split/cat every caller writes around them (torch's lists take one tensor
 per member of any shape); for funcol it is the code (``_chunk_or_narrow_cat``), the
@@ -137,7 +141,8 @@ def reduce_scatter_single(x: torch.Tensor, group: dist.ProcessGroup | None = Non
     Output tensor.  It should have the same size across all ranks.  input (Tensor): ... Its
     size should be output tensor size times the world size ... (i) a concatenation of the
     output tensors along the primary dimension".  Equal slots along dim 0, sum, no autograd.
-    Glue: the API writes into a buffer the caller allocates.
+    Glue: the API writes into a buffer the caller allocates.  Measured: correct, every case
+    (non-contiguous inputs included).
     """
     pg = _pg(group)
     out = _equal_slot(x, pg)
@@ -159,7 +164,8 @@ def reduce_scatter_tensor(x: torch.Tensor, group: dist.ProcessGroup | None = Non
 def reduce_scatter_tensor_max(x: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """``dist.reduce_scatter_tensor(out, x, op=ReduceOp.MAX, group=group)``: the element-wise
     **max** over the group of this member's slot (``op``: "Specifies an operation used for
-    element-wise reductions").  Real dtypes only (max has no meaning for complex); no autograd."""
+    element-wise reductions").  Real dtypes only (max has no meaning for complex); no autograd.
+    Measured: correct, every real case."""
     pg = _pg(group)
     out = _equal_slot(x, pg)
     with warnings.catch_warnings():
@@ -176,8 +182,8 @@ def reduce_scatter_list(
     Docstring: "Reduces, then scatters a list of tensors to all processes in a group.
     output (Tensor): Output tensor.  input_list (list[Tensor]): List of tensors to reduce and
     scatter."  Nothing asks for equal pieces: ragged slots (one per member), along the dim the
-    caller splits.  No autograd.  gloo in torch 2.13 implements it (older gloo did not).
-    Glue: the split into a list and this member's output buffer.
+    caller splits.  No autograd.  Glue: the split into a list and this member's output buffer.
+    Measured: correct, every case (ragged with zero-length slots, dims 0/1/-1, non-contiguous pieces).
     """
     pg = _pg(group)
     inputs, out = _split_with_slot(x, split_sizes, dim, pg)
@@ -196,7 +202,8 @@ def funcol_reduce_scatter_single(
     ``scatter_dim`` (moved to the front by ``_chunk_or_narrow_cat``).  Autograd is registered
     on the op in 2.13 ("The base reduce_scatter_single now has autograd support"): backward
     all-gathers the cotangents (sum only), the **adjoint**.  Glue: ``group`` is required in
-    torch; ``None`` here means the world.
+    torch; ``None`` here means the world.  Measured: values and gradients correct, every case,
+    transposed inputs and cotangents included.
     """
     return funcol.reduce_scatter_single(x, "sum", scatter_dim, _pg(group))
 
@@ -206,7 +213,9 @@ def funcol_reduce_scatter_tensor(
 ) -> torch.Tensor:
     """``_functional_collectives.reduce_scatter_tensor(x, "sum", scatter_dim, group)``: deprecated
     in 2.13 for :func:`funcol_reduce_scatter_single`, which it calls (warning silenced).  The path
-    of pytorch#130251 (a non-contiguous input reduce-scattered wrongly, reported on torch 2.2/2.3)."""
+    of pytorch#130251 (a non-contiguous input reduce-scattered wrongly, reported on CUDA): not
+    reproduced on gloo (2.13.0 and 2.4.1, the issue's own input included); measured as
+    :func:`funcol_reduce_scatter_single`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return funcol.reduce_scatter_tensor(x, "sum", scatter_dim, _pg(group))
@@ -235,7 +244,10 @@ def nn_reduce_scatter(
     restriction, so ragged pieces are claimed as for :func:`reduce_scatter_list`; the backward
     gathers ``empty_like(cotangent)`` buffers, i.e. assumes every member's slot has this one's
     shape.  Deprecated in 2.13 for funcol ``reduce_scatter_single`` (warning silenced).
-    Glue: the split and this member's output buffer.
+    Glue: the split and this member's output buffer.  Measured: values correct, ragged
+    included; gradients correct for equal slots; ragged slots: the backward aborts a rank
+    (gloo ``EnforceNotMet``, exit -6) and the member with the longest slot may return a
+    gradient summed from uninitialized memory (``docs/findings/nn_reduce_scatter_ragged_backward_gloo.py``).
     """
     pg = _pg(group)
     inputs, out = _split_with_slot(x, split_sizes, dim, pg)
@@ -259,7 +271,10 @@ def all_to_all_single(
     group.  Later the received tensors are concatenated from all the processes in the group
     and returned as a single output tensor.  Complex tensors are supported."  Split sizes are
     "for dim 0"; ``None`` = equal (dim 0 "must divide equally by world_size").  Ragged, dim 0,
-    no autograd.  Glue: the output buffer, ``sum(output_split_sizes)`` rows.
+    no autograd.  Glue: the output buffer, ``sum(output_split_sizes)`` rows.  Measured: correct
+    for contiguous inputs, every dtype, ragged and empty; a non-contiguous input raises
+    "Tensors must be contiguous" (c10d enforces it for all-to-all), and where only some members'
+    inputs are non-contiguous the others wait until their timeout.
     """
     out = _received(x, output_split_sizes)
     dist.all_to_all_single(out, x, output_split_sizes, input_split_sizes, group=_pg(group))
@@ -279,7 +294,9 @@ def all_to_all_list(
     gathered list of tensors in output list.  Complex tensors are supported."  Its example
     sends pieces of different sizes ([2, 2, 1, 1] rows from rank 0): ragged is claimed.  No
     autograd.  Glue: the split, one buffer per source member (``output_split_sizes`` long
-    along ``dim``), the concatenation.
+    along ``dim``), the concatenation.  Measured: correct for equal and empty pieces along any
+    dim (non-contiguous pieces included); ragged pieces raise "ProcessGroupGloo::alltoall:
+    invalid tensor size" (gloo's list all-to-all takes equal sizes only).
     """
     outs = _received_list(x, output_split_sizes, dim)
     dist.all_to_all(outs, list(x.split(input_split_sizes, dim)), group=_pg(group))
@@ -299,6 +316,9 @@ def funcol_all_to_all_single(
     the group and return single output tensor."  Both split lists or neither (equal).  Ragged,
     dim 0.  Autograd is registered on the op in 2.13: backward is the all-to-all with the
     split sizes swapped, the **adjoint**.  Glue: ``group`` is required in torch; ``None`` = world.
+    Measured: values and gradients correct for real dtypes (ragged, empty, transposed inputs and
+    cotangents); complex64 raises "Invalid scalar type" when the result is read (known,
+    ``docs/findings/funcol_coalesced_complex_gloo.md``).
     """
     return funcol.all_to_all_single(x, output_split_sizes, input_split_sizes, _pg(group))
 
@@ -326,7 +346,8 @@ def nn_all_to_all_single(
     (``_AlltoAllSingle``: backward is the all-to-all of ``grad_output.contiguous()`` with the
     split sizes swapped, the **adjoint**).  Unlike its siblings in that module, the forward
     does not make ``x`` contiguous.  Deprecated in 2.13 (warning silenced).  Glue: the output
-    buffer.
+    buffer.  Measured: values and gradients correct (ragged, every dtype, transposed cotangents);
+    a non-contiguous input raises "Tensors must be contiguous", as :func:`all_to_all_single`.
     """
     out = _received(x, output_split_sizes)
     with warnings.catch_warnings():
@@ -349,6 +370,10 @@ def nn_all_to_all(
     reverse all-to-all into buffers of the input pieces' sizes, the **adjoint**).  On gloo it
     is a loop of ``dist.scatter(out[i], ..., src=i, group=group)`` with ``i`` a group rank
     passed where ``scatter`` takes a global rank.  Glue: split, buffers, concatenation.
+    Measured: values and gradients correct for equal and empty pieces along any dim; ragged
+    pieces raise "ProcessGroupGloo::scatter: invalid tensor size" (gloo's scatter takes equal
+    sizes); the subgroup [1, 2] raises "Global rank 0 is not part of group" (the ``src`` mix-up,
+    ``docs/findings/nn_all_gather_subgroup_backward_gloo.md``).
     """
     outs = _received_list(x, output_split_sizes, dim)
     return torch.cat(dist_nn.all_to_all(outs, list(x.split(input_split_sizes, dim)), group=_pg(group)), dim)
@@ -570,7 +595,7 @@ def reduce_scatter_to_sequence_parallel_region(
     tensor-parallel group when None) -> the given group, the world when None;
     ``use_global_buffer`` left out.  As a harness target this is the equal form: Megatron
     calls the slot lengths ``input_split_sizes``, the harness's all-to-all name; see
-    :func:`megatron_reduce_scatter_ragged`.
+    :func:`megatron_reduce_scatter_ragged`.  Measured: values and gradients correct, every case.
     """
     return _ReduceScatterToSequenceParallelRegion.apply(input_, _pg(group), input_split_sizes)
 
@@ -584,6 +609,9 @@ def megatron_reduce_scatter_ragged(
     per-member slot lengths, which the harness passes as ``split_sizes``.  Ragged, dim 0;
     forward ``dist.reduce_scatter`` of ``torch.split`` pieces, backward ``dist.all_gather``
     of differently sized cotangents into views of one buffer (``_gather_along_first_dim``).
+    Measured: values correct (ragged included); the ragged backward raises
+    "ProcessGroupGloo::allgather: invalid tensor size" (gloo gathers equal sizes only; NCCL does
+    uneven lists), equal slots correct.
     """
     return reduce_scatter_to_sequence_parallel_region(x, group, input_split_sizes=split_sizes)
 
@@ -597,7 +625,9 @@ def reduce_scatter_last_dim_to_tensor_parallel_region(
     the last dim is split into ``world_size`` pieces stacked along dim 0 and reduce-scattered
     there; backward gathers along dim 0 and concatenates the chunks along -1 (the **adjoint**).
     No single-rank bypass in the forward.  Glue: the group lookup, as
-    :func:`reduce_scatter_to_sequence_parallel_region`.
+    :func:`reduce_scatter_to_sequence_parallel_region`.  Measured: values and gradients correct
+    for equal slots; a zero-length last dim raises "cannot reshape tensor of 0 elements into
+    shape [-1, 0]" (``input_.reshape(-1, input_.shape[-1])``) on every rank, W = 1 included.
     """
     return _ReduceScatterToTensorParallelRegion.apply(input_, _pg(group))
 
@@ -615,7 +645,8 @@ def megatron_all_to_all(
     sizes swapped (the **adjoint**).  One rank: returns ``input``.  Adapter: the published API
     takes the group first (``forward(ctx, group, input, ...)``; its wrapper ``all_to_all(group,
     input_, output_split_sizes_, ...)``, lines 558-563, asserts a group), the harness passes
-    ``x`` first; ``None`` = the world.
+    ``x`` first; ``None`` = the world.  Measured: values and gradients correct, every case
+    (ragged, empty, non-contiguous, complex, the subgroup).
     """
     return _MegatronAllToAll.apply(_pg(group), x, output_split_sizes, input_split_sizes)
 
@@ -673,6 +704,7 @@ def deepspeed_all_to_all(x: torch.Tensor, group: dist.ProcessGroup | None = None
     Claim: equal split along dim 0 (``torch.empty_like(input)`` out, no split sizes), every
     dtype, backward the same all-to-all of the cotangent (the **adjoint**; an equal all-to-all
     is its own inverse).  Adapter: the group comes first in the published API; ``None`` = world.
+    Measured: values and gradients correct, every case.
     """
     return _DeepSpeedAllToAll.apply(_pg(group), x)
 
@@ -680,5 +712,5 @@ def deepspeed_all_to_all(x: torch.Tensor, group: dist.ProcessGroup | None = None
 def fairseq_all_to_all(x: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """``_AllToAll.apply(group, x)`` of fairseq MoE ("a mirror of the code in fairscale/nn/moe"):
     :func:`deepspeed_all_to_all`'s contract, plus "no process group: return the input".
-    Adapter: the group first; ``None`` = world."""
+    Adapter: the group first; ``None`` = world.  Measured: as DeepSpeed's, correct."""
     return _FairseqAllToAll.apply(_pg(group), x)
