@@ -71,7 +71,8 @@ class Output:
 #: The output conventions (read by :mod:`harness.conventions`), the one table of them.
 OUTPUTS: dict[str, Output] = {output.name: output for output in (
     Output("tensor", "the concatenation along dim", "a Tensor"),
-    Output("list", "W per-rank tensors", "a list or tuple of {world} Tensors", per_rank=True),
+    Output("list", "W per-rank tensors (a gather: each rank's x; an all-to-all: the rows from each)",
+           "a list or tuple of {world} Tensors", per_rank=True),
     Output("stack", "a (W, ...) tensor", "a Tensor", stacked=True),
     Output("first", "a tuple starting with the concatenation", "a tuple whose first element is a Tensor",
            picks_first=True),
@@ -93,7 +94,8 @@ class Collective:
     grads: tuple[str, ...]
     #: How its result may read (``--output``); the first is what ``auto`` reads as until a probe says.
     outputs: tuple[str, ...]
-    #: Argument roles it binds by name besides dim, group, rank and world size (``harness.conventions``).
+    #: Argument roles it binds by name besides dim, group, rank and world size (``harness.conventions``);
+    #: the first is also the sizes x is split by for a target that takes a list of pieces.
     roles: tuple[str, ...] = ()
     #: Reductions it takes (``--op``); empty: it moves data and takes none.
     ops: tuple[str, ...] = ()
@@ -111,7 +113,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
     Collective("reduce-scatter", "slot r of the reduction over ranks of their x (slots: split_sizes, equal by "
                "default)", grads=("adjoint",), outputs=("tensor",), roles=("split_sizes",), ops=("sum", "mean", "max")),
     Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
-               "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor",),
+               "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list"),
                roles=("input_split_sizes", "output_split_sizes")),
 )}
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);

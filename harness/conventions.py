@@ -19,6 +19,12 @@ authors' callers make, without glue from the user:
   both ways callers write it: each case says which (``Case.world_group``), so a replay, a
   shrinking step and a repro script make the same call, and :meth:`Call.forms` lists every
   call made -- the header never announces a call that is not made.
+- **a list for x** (reduce-scatter and all-to-all only): a first parameter that says it takes
+  a list -- annotated ``list[...]``, ``tuple[...]``, ``Sequence[...]``, or named like one
+  (:data:`LIST_NAMES`: ``input_list``, ``tensor_list``, ...) -- gets x split into the pieces its
+  callers pass (``list(x.split(split_sizes, dim))``: one per member, the slots or the rows sent),
+  as torch's list APIs (``reduce_scatter(out, input_list)``, ``all_to_all(outs, input_list)``)
+  take them (:attr:`Call.split_input`).  The pieces are views of x: gradients and writes reach it.
 - **how its result reads** (``output``): ``tensor`` (the concatenation along ``dim``),
   ``list`` (a list or tuple of W per-rank tensors), ``stack`` (a ``(W, *shape)`` tensor,
   equal shapes only) or ``first`` (a tuple whose first element is the concatenation).
@@ -65,6 +71,11 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "input_split_sizes": ("input_split_sizes", "input_splits", "in_splits", "send_splits", "send_counts"),
     "output_split_sizes": ("output_split_sizes", "output_splits", "out_splits", "recv_splits", "recv_counts"),
 }
+#: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
+LIST_NAMES: tuple[str, ...] = ("input_list", "tensor_list", "input_tensor_list", "input_tensors", "tensors",
+                               "chunks", "pieces")
+#: An annotation that says "a list": ``list[Tensor]``, ``List[Tensor]``, ``Sequence[Tensor]``, ``tuple[...]``.
+_LIST_ANNOTATION = re.compile(r"^(?:typing\.|collections\.abc\.)?(?:list|List|tuple|Tuple|Sequence|MutableSequence)\b")
 #: The roles every collective binds; the others are bound only for the collectives that have
 #: them (``Collective.roles``): a gather's ``splits`` parameter is its own business.
 BASE_ROLES: tuple[str, ...] = ("dim", "group", "rank", "world_size")
@@ -93,6 +104,8 @@ class Call:
     - ``inferred``: roles passed to a parameter that does not name them (see the module docstring).
     - ``apply``: an ``autograd.Function`` subclass, called as ``.apply(...)``; ``module``: an
       ``nn.Module`` instance.  ``signature``: the signature as written, for messages.
+    - ``split_input``: the split-size role x is split by into the list passed first (``""``:
+      x itself is passed), see the module docstring.
     """
 
     name: str = "f"
@@ -104,6 +117,7 @@ class Call:
     apply: bool = False
     module: bool = False
     signature: str = "f(x, dim)"
+    split_input: str = ""
 
     def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
         for name in ("positional", "keywords", "kwargs"):
@@ -140,7 +154,8 @@ class Call:
     def describe(self, pass_group: bool = True) -> str:
         """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
         positional, keywords = self.passed(pass_group)
-        args = ["x", *(self._shown(parameter, role) for parameter, role in positional)]
+        first = f"list(x.split({self.split_input}, dim))" if self.split_input else "x"
+        args = [first, *(self._shown(parameter, role) for parameter, role in positional)]
         args += [f"{parameter}={self._shown(parameter, role)}" for parameter, role in keywords]
         return f"{self.name}({', '.join(args)})"
 
@@ -163,7 +178,8 @@ class Call:
             group = dist.group.WORLD
         values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {})
         positional, keywords = self.passed(pass_group)
-        args = [x] + [values.get(parameter, role) for parameter, role in positional]
+        first = list(x.split(values.get("", self.split_input), dim)) if self.split_input else x
+        args = [first] + [values.get(parameter, role) for parameter, role in positional]
         kwargs = {parameter: values.get(parameter, role) for parameter, role in keywords}
         function = target.apply if self.apply else target
         return function(*args, **kwargs)
@@ -205,7 +221,7 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     ``name``: what to call a target without a ``__name__`` (a partial, a module instance)
     in messages: the attribute it was selected by.  ``roles``: the roles the collective binds
     besides :data:`BASE_ROLES` (``Collective.roles``), whose dim may also be named
-    ``scatter_dim`` or ``split_dim``.
+    ``scatter_dim`` or ``split_dim``; the first of them splits x for a target taking a list.
     """
     names = _role_names(roles)
     if inspect.isclass(target):
@@ -213,7 +229,8 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
                          f"it; pass a function that calls it (or an instance, if it is an nn.Module)")
         signature = _forward_signature(target)
-        return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True).plan(needs_group)
+        return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True,
+                        list_role=roles[0] if roles else "").plan(needs_group)
     if not callable(target):
         raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
@@ -222,7 +239,8 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):
         return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
-    return _Planner(name, signature, kwargs, names, module=module).plan(needs_group)
+    return _Planner(name, signature, kwargs, names, module=module,
+                    list_role=roles[0] if roles else "").plan(needs_group)
 
 
 def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -231,6 +249,16 @@ def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     if roles:
         names["dim"] += _NEIGHBOUR_DIM_NAMES
     return names
+
+
+def _takes_list(parameter: inspect.Parameter) -> bool:
+    """Whether x's parameter says it takes a list of pieces: by its annotation or its name."""
+    annotation = parameter.annotation
+    if isinstance(annotation, type):
+        written = annotation.__name__
+    else:
+        written = "" if annotation is inspect.Parameter.empty else str(annotation)
+    return bool(_LIST_ANNOTATION.match(written)) or parameter.name in LIST_NAMES
 
 
 def _forward_signature(function_class: type) -> inspect.Signature:
@@ -258,8 +286,10 @@ class _Planner:
     """Binds a signature's parameters by name (see the module docstring) and arranges the call."""
 
     def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...],
-                 names: dict[str, tuple[str, ...]], *, apply: bool = False, module: bool = False) -> None:
+                 names: dict[str, tuple[str, ...]], *, apply: bool = False, module: bool = False,
+                 list_role: str = "") -> None:
         self.name, self.signature, self.kwargs, self.names = name, signature, kwargs, names
+        self.list_role = list_role
         self.apply, self.module = apply, module
         self.written = _OBJECT_REPR.sub(r"<\1>", f"{name}{signature}")
 
@@ -273,6 +303,7 @@ class _Planner:
                          f"first, as in f(x) or f(x, dim)")
         rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
         roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
+        split_input = self.list_role if self.list_role and _takes_list(first) else ""
         unmet = [p for p in rest if p.default is inspect.Parameter.empty and p.name not in roles]
         if unmet:
             raise Misfit(self._unmet(first, unmet))
@@ -287,7 +318,7 @@ class _Planner:
                     and (positional[-1:] == [(group.name, "group")] or (group.name, "group") in keywords))
         return Call(name=self.name, positional=tuple(positional), keywords=tuple(keywords + extra),
                     kwargs=self.kwargs, group_optional=optional, apply=self.apply, module=self.module,
-                    signature=self.written)
+                    signature=self.written, split_input=split_input)
 
     def _unnamed(self, needs_group: bool) -> Call:
         accepts = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in self.signature.parameters.values())

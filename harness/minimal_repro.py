@@ -274,6 +274,9 @@ class _Script:
             name = self.tensors("WANT_SECOND" if companion else "WANT", [
                 None if case.idle(r) else expected_output(case, r, companion=companion) for r in range(case.world_size)],
                 f"what each rank must get from the {case.collective}" + (" on the second call" if companion else ""))
+            if OUTPUTS[case.output].per_rank:  # an all-to-all's rows from each member
+                received = [split_sizes(case, r).get("output_split_sizes") for r in range(case.world_size)]
+                return f"list({name}[rank]{self.moved}.split({received!r}[rank], {case.dim}))"
             return f"[{name}[rank]{self.moved}]"
         mine = f"[{values}[s]{self.moved} for s in {self._members()}]"
         if OUTPUTS[case.output].per_rank:
@@ -427,6 +430,8 @@ def call_source(call: Call, x: str, case: Case) -> str:
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     fixed = dict(call.kwargs)
     positional, keywords = call.passed(passing)
+    if call.split_input:  # the target takes x as a list of its pieces
+        x = f"list({x}.split({values[call.split_input]}, {case.dim}))"
     args = [x] + [fixed[parameter] if role == FIXED else values[role] for parameter, role in positional]
     args += [f"{parameter}={fixed[parameter] if role == FIXED else values[role]}" for parameter, role in keywords]
     return f"{'target.apply' if call.apply else 'target'}({', '.join(args)})"

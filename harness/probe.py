@@ -149,7 +149,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
 def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
     """A ragged reduce-scatter or all-to-all cannot be right without its split sizes: a target
     that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2)."""
-    missing = [role for role in contract.kind.roles if role not in call.roles]
+    missing = [role for role in contract.kind.roles if role not in (*call.roles, call.split_input)]
     if contract.ragged and missing:
         raise Misfit(f"target {target!r}: {call.signature} takes no {' or '.join(missing)} parameter (named "
                      f"{'; '.join(', '.join(ROLE_NAMES[role]) for role in missing)}), so a ragged {contract.collective} "

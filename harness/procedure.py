@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 from .case import Case, make_cotangent, make_input
-from .conventions import Call, check_fits, detect_output, read
+from .contract import COLLECTIVES, OUTPUTS
+from .conventions import Call, check_fits, describe_result, detect_output, fits, read
 from .errors import Misfit
 
 
@@ -214,8 +215,7 @@ def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, case: Case,
     dim = case.dim
     try:
         if case.collective != "gather":
-            check_fits(y, "tensor", x, world, dim, what=f"a {case.collective}: one tensor, this rank's result")
-            result.detected = "tensor"
+            result.detected = _neighbour_output(y, case, world, declared)
         elif declared:
             check_fits(y, declared, x, world, dim)
             result.detected = declared
@@ -223,6 +223,17 @@ def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, case: Case,
             result.detected = detect_output(y, x, world, dim)
     except Misfit as misfit:
         result.misfit = str(misfit)
+
+
+def _neighbour_output(y: Any, case: Case, world: int, declared: str) -> str:
+    """The reading of a reduce-scatter's or an all-to-all's result: the declared one, else the
+    first of its collective's that fits (all-to-all: one tensor, or one per member)."""
+    allowed = (declared,) if declared else COLLECTIVES[case.collective].outputs
+    found = next((output for output in allowed if fits(y, output, world)), None)
+    if found is None:
+        what = " or ".join(OUTPUTS[output].expects.format(world=world) for output in allowed)
+        raise Misfit(f"returned {describe_result(y)}, but a {case.collective} should return {what}")
+    return found
 
 
 def carries_grad(result: Any) -> bool:

@@ -92,19 +92,25 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     if case.collective == "reduce-scatter":
         reduced = expected_reduction(case, rank, companion=companion)
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
-    members = case.members(rank)
     if case.collective == "all-to-all":
-        return torch.cat([make_input(case, s, companion=companion).narrow(
-            case.dim, case.sent_offset(s, rank), case.ranks[s].splits[members.index(rank)]) for s in members],
-            dim=case.dim)
-    inputs = [make_input(case, member, companion=companion) for member in members]
+        return torch.cat(received_rows(case, rank, companion=companion), dim=case.dim)
+    inputs = [make_input(case, member, companion=companion) for member in case.members(rank)]
     return torch.stack(inputs) if OUTPUTS[case.output].stacked else torch.cat(inputs, dim=case.dim)
 
 
+def received_rows(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
+    """All-to-all: the rows each member of ``rank``'s group sends it, in member order."""
+    members = case.members(rank)
+    return [make_input(case, s, companion=companion).narrow(
+        case.dim, case.sent_offset(s, rank), case.ranks[s].splits[members.index(rank)]) for s in members]
+
+
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor | ExpectedGrad]:
-    """The result of rank ``rank`` as its convention reads it: each group member's input for
-    ``list`` results, the bounded value of a float reduction, else the one tensor of
-    :func:`expected_output`."""
+    """The result of rank ``rank`` as its convention reads it: for ``list`` results each group
+    member's input (a gather) or the rows from each (an all-to-all), the bounded value of a
+    float reduction, else the one tensor of :func:`expected_output`."""
+    if OUTPUTS[case.output].per_rank and case.collective == "all-to-all":
+        return list(received_rows(case, rank, companion=companion))
     if OUTPUTS[case.output].per_rank:
         return [make_input(case, member, companion=companion) for member in case.members(rank)]
     if case.collective == "reduce-scatter":

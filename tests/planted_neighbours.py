@@ -1,7 +1,9 @@
 """Planted bugs in reduce-scatters and all-to-alls: each breaks one thing a real one gets wrong.
 
 Each is :mod:`harness.ragged`'s correct implementation with one mistake, so that the bug is
-all that differs (``tests/test_neighbours.py`` finds each and checks the minimal case).
+all that differs (``tests/test_neighbours.py`` finds each and checks the minimal case).  The
+list forms (x taken as ``input_list``, an all-to-all's rows returned per source) come as a
+correct pair (``rs_list``, ``a2a_lists``) and their planted twins.
 """
 
 from __future__ import annotations
@@ -102,8 +104,33 @@ def a2a_dtype_hole(x: torch.Tensor, dim: int, input_split_sizes: list[int], outp
     return all_to_all_ragged(moved, dim, input_split_sizes, output_split_sizes, group=group)
 
 
-__all__ = ["a2a_dtype_hole", "a2a_forward_grad", "a2a_reversed_sources", "a2a_transposed_splits", "rs_dtype_hole",
-           "rs_equal_only", "rs_local_grad", "rs_wrong_slot"]
+def rs_list(input_list: list[torch.Tensor], dim: int, group: Any = None) -> torch.Tensor:
+    """Correct, list in (as ``dist.reduce_scatter(out, input_list)`` takes it): the slots are the pieces."""
+    return reduce_scatter_ragged(torch.cat(input_list, dim), dim, [t.shape[dim] for t in input_list], group=group)
+
+
+def rs_list_own_piece(input_list: list[torch.Tensor], dim: int, group: Any = None) -> torch.Tensor:
+    """Returns this rank's own piece unreduced: the reduction over ranks skipped (right at W=1)."""
+    return input_list[dist.get_rank(group)].clone()
+
+
+def a2a_lists(input_list: list[torch.Tensor], output_split_sizes: list[int], dim: int,
+              group: Any = None) -> list[torch.Tensor]:
+    """Correct, list in and list out (as ``dist.all_to_all(outs, input_list)``): the rows from each source."""
+    sent = torch.cat(input_list, dim)
+    got = all_to_all_ragged(sent, dim, [t.shape[dim] for t in input_list], output_split_sizes, group=group)
+    return list(got.split(output_split_sizes, dim))
+
+
+def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[int], dim: int,
+                       group: Any = None) -> list[torch.Tensor]:
+    """Returns the per-source pieces in reverse source order: the wrong order, list out."""
+    return list(reversed(a2a_lists(input_list, output_split_sizes, dim, group)))
+
+
+__all__ = ["a2a_dtype_hole", "a2a_forward_grad", "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources",
+           "a2a_transposed_splits", "rs_dtype_hole", "rs_equal_only", "rs_list", "rs_list_own_piece", "rs_local_grad",
+           "rs_wrong_slot"]
 
 
 def rs_equal_only(x: torch.Tensor, dim: int, group: Any = None) -> torch.Tensor:

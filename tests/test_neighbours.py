@@ -157,6 +157,47 @@ def test_our_own_reduce_scatter_and_all_to_all_pass(pool, target: str, contract:
     assert report.examples >= BUDGET
 
 
+def test_a_first_parameter_that_says_list_gets_the_pieces_of_x() -> None:
+    """By annotation or by name, for a neighbour only (a gather takes one tensor); the pieces
+    are split by the sizes x is cut into: a reduce-scatter's slots, an all-to-all's rows sent."""
+    def by_name(input_list, dim, group=None): ...
+    def by_annotation(xs: list[torch.Tensor], dim: int, group=None): ...
+    def neither(x, dim, group=None): ...
+
+    assert plan_call(by_name, roles=ROLES["reduce-scatter"]).split_input == "split_sizes"
+    assert plan_call(by_annotation, roles=ROLES["all-to-all"]).split_input == "input_split_sizes"
+    assert plan_call(by_name).split_input == ""  # a gather
+    assert plan_call(neither, roles=ROLES["all-to-all"]).split_input == ""
+    call = plan_call(by_name, roles=ROLES["all-to-all"])
+    assert call.describe() == "by_name(list(x.split(input_split_sizes, dim)), dim, group=group)"
+    pieces = call.invoke(lambda *args, **kwargs: args[0], torch.arange(5.0), 0,
+                         sizes={"input_split_sizes": [2, 0, 3], "output_split_sizes": [1, 1, 1]})
+    assert [p.tolist() for p in pieces] == [[0.0, 1.0], [], [2.0, 3.0, 4.0]]
+
+
+@pytest.mark.parametrize(("target", "contract", "output"), [
+    ("tests.planted_neighbours:rs_list", {**RS, "grad": "adjoint", "groups": True}, "tensor"),
+    ("tests.planted_neighbours:a2a_lists", {**A2A, "grad": "adjoint", "groups": True}, "list"),
+])
+def test_list_forms_that_are_right_pass(pool, target: str, contract: dict, output: str) -> None:
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", [finding.text() for finding in report.findings]
+    assert report.convention is not None and report.convention.output == output
+    assert report.convention.call.split_input
+
+
+@pytest.mark.parametrize(("name", "contract", "prop", "minimal"), [
+    ("rs_list_own_piece", RS, "values", lambda c: c.world_size == 2 and sum(slots(c)) == 1),
+    # a piece of one row where none should be: the pieces' shapes differ first
+    ("a2a_lists_reversed", A2A, "shape", lambda c: c.world_size == 2 and sum(map(sum, splits(c))) == 1),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_bug_in_a_list_form_is_found_and_shrunk(pool, name: str, contract: dict, prop: str,
+                                                          minimal) -> None:
+    findings = search(pool, name, **contract)
+    assert prop in findings, sorted(findings)
+    assert minimal(findings[prop].case), findings[prop].case.describe()
+
+
 def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
     from harness.probe import probe
 
@@ -170,6 +211,8 @@ def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
 @pytest.mark.parametrize(("name", "case", "prop"), [
     ("rs_local_grad", rs_case((1, 0)), "gradients"),  # W=2: rank 0's slot gets rank 1's cotangent too
     ("a2a_reversed_sources", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all"), "values"),
+    ("a2a_lists_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all", output="list"),
+     "values"),
 ])
 def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop: str, tmp_path: Path) -> None:
     """The faithful repro (the harness's own procedure and checks, embedded) and the minimal one
