@@ -30,7 +30,7 @@ from harness.contract import COLLECTIVES, OUTPUTS
 from harness.conventions import FIXED, Call
 from harness.finding import Finding
 from harness.procedure import split_sizes
-from harness.reference import expected_grad, expected_output
+from harness.reference import ExpectedGrad, expected_grad, expected_output, expected_reduction
 from harness.targets import shown_target
 
 #: Tensors up to this many elements are written as literals; larger ones as their bytes.
@@ -110,8 +110,8 @@ class _Script:
         self.uses_inverted = False
         #: Whether some case runs the backward pass.
         self.backward = False
-        #: Set by the gradient check: whether the expected gradient is exact (no tolerance).
-        self.exact_gradient: bool | None = None
+        #: Set when ``within`` is used: whether every comparison it makes is exact (no bound).
+        self.within: bool | None = None
         self.data: list[str] = []
 
     # -- data --------------------------------------------------------------------------------
@@ -237,6 +237,8 @@ class _Script:
         if prop not in ("gradients", "no-hang-no-crash"):
             self.differs_mode = "values" if prop in ("dtype", "shape", "device", "values") else "bits"
         names = self._names()
+        if prop in _LIKE_VALUES and self._rounds(self.on_companion):
+            return self._bounded_values(self.on_companion)
         if prop in _LIKE_VALUES:
             if self.on_companion:
                 return (f"[differs(what, got, want, ' on the second call (every input bit inverted)') for what, "
@@ -285,6 +287,29 @@ class _Script:
             return f"[torch.stack({mine})]"
         return f"[torch.cat({mine}, {case.dim})]"
 
+    def _rounds(self, companion: bool) -> bool:
+        """A float reduce-scatter: its result is judged within a rounding bound, never exactly."""
+        case = self.case
+        return case.collective == "reduce-scatter" and any(
+            not isinstance(expected_reduction(case, r, companion=companion), torch.Tensor)
+            for r in range(case.world_size) if not case.idle(r))
+
+    def _bounded_values(self, companion: bool) -> str:
+        """The result against the exact reduction, within the rounding any order of additions may add."""
+        case = self.case
+        wanted = {r: _bounded(expected_reduction(case, r, companion=companion)) for r in range(case.world_size)
+                  if not case.idle(r)}
+        second = "_SECOND" if companion else ""
+        self.tensors(f"WANT{second}", [wanted[r].exact if r in wanted else None for r in range(case.world_size)],
+                     f"the exact {case.op} of every rank's slot r (double precision)"
+                     + (" on the second call" if companion else ""))
+        self.tensors(f"BOUND{second}", [wanted[r].bound if r in wanted else None for r in range(case.world_size)],
+                     "the rounding a float sum may add (0: exact)")
+        self.within = False  # a bound, wherever else ``within`` is used
+        when = ", ' on the second call (every input negated)'" if companion else ""
+        return (f"[within('output', {'second' if companion else 'out'}[0], torch.{case.dtype}, "
+                f"WANT{second}[rank]{self.moved}, BOUND{second}[rank]{when})]")
+
     def _members(self) -> str:
         if not self.case.groups:
             return f"range({self.case.world_size})"
@@ -302,9 +327,9 @@ class _Script:
         if not exact:
             self.tensors("BOUND", [wanted[r].bound if r in wanted else None for r in range(case.world_size)],
                          "the rounding a float sum may add (0: exact)")
-        self.exact_gradient = exact
+        self.within = exact if self.within is None else self.within and exact
         return ("[grad if isinstance(grad, str) else 'grad of x is None: no gradient reached x' if grad is None "
-                "else grad_differs(grad, x, WANT[rank]" + ("" if exact else ", BOUND[rank]") + ")]")
+                f"else within('grad', grad, x.dtype, WANT[rank]{self.moved}" + ("" if exact else ", BOUND[rank]") + ")]")
 
     def _misuse(self) -> list[str]:
         case = self.case
@@ -351,8 +376,8 @@ class _Script:
                 add(*_LAYOUT_HELPERS[kind])
         if self.differs_mode:
             add(*_differs(self.differs_mode))
-        if self.exact_gradient is not None:
-            add(*_grad_differs(self.exact_gradient, self.case.dtype.startswith("complex")))
+        if self.within is not None:
+            add(*_within(self.within, self.case.dtype.startswith("complex")))
         return lines[1:]
 
 
@@ -395,8 +420,17 @@ def _differs(mode: str) -> tuple[str, ...]:
     )
 
 
-def _grad_differs(exact: bool, complex_: bool) -> tuple[str, ...]:
-    """``grad_differs(grad, x, want[, bound])``: how the gradient differs from the contract's, or ''."""
+def _bounded(expected: torch.Tensor | ExpectedGrad) -> ExpectedGrad:
+    """A float reduction's bounded result as it is; an exact one (integers, max) with a zero bound."""
+    if isinstance(expected, ExpectedGrad):
+        return expected
+    wide = expected.to(torch.complex128 if expected.is_complex() else torch.float64)
+    return ExpectedGrad(wide, torch.zeros(expected.shape, dtype=torch.float64), expected)
+
+
+def _within(exact: bool, complex_: bool) -> tuple[str, ...]:
+    """``within(what, got, dtype, want[, bound, when])``: how ``got`` differs from the exact
+    ``want`` beyond ``bound``, or '' (a gradient, or a float reduction's result)."""
     have, want = ("torch.view_as_real(have)", "torch.view_as_real(want)") if complex_ else ("have", "want")
     if exact:
         good = f"{have} == {want}"
@@ -404,13 +438,16 @@ def _grad_differs(exact: bool, complex_: bool) -> tuple[str, ...]:
         bound = "bound[..., None]" if complex_ else "bound"
         good = f"(({have} - {want}).abs() <= {bound}) | ({have} == {want})"
     return (
-        f"def grad_differs(grad, x, want{'' if exact else ', bound'}):",
-        "    if (grad.dtype, grad.shape, grad.device) != (x.dtype, x.shape, x.device):",
-        "        return f'grad is {grad.dtype} of shape {tuple(grad.shape)} on {grad.device}, expected those of x'",
-        "    have = grad.detach().cpu().to(want.dtype)  # compared in double precision",
+        f"def within(what, got, dtype, want{'' if exact else ', bound'}, when=''):  # '' when close enough",
+        "    if not isinstance(got, torch.Tensor):",
+        "        return f'{what}{when} is a {type(got).__name__}, expected a Tensor'",
+        "    if (got.dtype, got.shape, got.device) != (dtype, want.shape, want.device):",
+        "        return (f'{what}{when} is {got.dtype} of shape {tuple(got.shape)} on {got.device}, expected '",
+        "                f'{dtype} of shape {tuple(want.shape)} on {want.device}')",
+        "    have, want = got.detach().cpu().to(want.dtype), want.cpu()  # compared in double precision",
         f"    good = ({good}).all(-1)" if complex_ else f"    good = {good}",
         "    i = tuple((~good).nonzero()[0].tolist()) if not bool(good.all()) else None",
-        "    return '' if i is None else f'grad{list(i)} = {grad[i].item()!r}, expected {want[i].item()!r}'"
+        "    return '' if i is None else f'{what}{list(i)}{when} = {got[i].item()!r}, expected {want[i].item()!r}'"
         + ("" if exact else " + f' (+-{float(bound[i]):.3g})'"),
     )
 

@@ -106,9 +106,12 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
               "differently sums the wrong elements (the pytorch#192920 family)")
        for name in ("rs_reduce_scatter_single", "rs_reduce_scatter_tensor", "rs_reduce_scatter_tensor_max",
                     "rs_reduce_scatter_list")},
-    **{name: (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
-              "ragged slots: the backward's all_gather of unequal cotangents breaks gloo (equal sizes only)")
-       for name in ("rs_nn_reduce_scatter", "rs_megatron_ragged")},
+    "rs_nn_reduce_scatter": (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
+                             "ragged slots: the backward gathers the cotangents into buffers shaped like this "
+                             "rank's: gloo aborts one rank, another sums uninitialized memory (docs/findings)"),
+    "rs_megatron_ragged": (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
+                           "ragged slots: the backward all_gathers unequal cotangents, which gloo refuses "
+                           "('invalid tensor size': equal sizes only)"),
     **{name: (("values",), is_complex, "raises 'Invalid scalar type' on complex (gloo, funcol all_to_all_single)")
        for name in ("a2a_funcol_all_to_all_single", "a2a_funcol_all_to_all_single_autograd")},
     "a2a_all_to_all_single": (("values",), non_contiguous_input, "raises 'Tensors must be contiguous' on a view"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,19 @@ def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
     found = probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
                   timeout=TIMEOUT_S)
     assert found.failed is None and found.convention.call.roles == ("dim", "group")
+
+
+def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path: Path) -> None:
+    """The minimal repro of a float sum compares with the exact sum within its bound, as the
+    harness does: a correct target that rounds otherwise than the reference does not reproduce,
+    a wrong slot does."""
+    case = rs_case((4, 4, 4), values="normal")  # W=3 float32: gloo rounds otherwise than the reference
+    for target, code in (("harness.ragged:reduce_scatter_sum", 0), ("tests.planted_neighbours:rs_wrong_slot", 1)):
+        finding = Finding("values", "mismatch", replace(case, grad="none"), "(planted)", [],
+                          call=plan_call(load(target), roles=ROLES["reduce-scatter"]))
+        path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout=10, out_of_contract=False)
+        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == code and "within" in path.read_text(), done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(("name", "case", "prop"), [
