@@ -18,8 +18,9 @@ W=2 gloo/cpu       the world size, the backend and the device
 float32 dim=0      the dtype, and the dim gathered along (a negative dim counts from the end)
 grad=sum           the gradient contract checked: none, local, sum or mean (see README);
                    adjoint for a reduce-scatter or an all-to-all
-output=list        how the result was read, when not a tensor: list (one per rank), stack
-                   (a (W, ...) tensor), first (a tuple starting with the concatenation)
+output=list        how the result was read, when not a tensor: list (one per rank; in an
+                   all-to-all, the rows from each), stack (a (W, ...) tensor), first (a
+                   tuple starting with the concatenation)
 groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
                    a rank in no group shows as "r3 idle" and does not call the gather
 | r1 ...           what each rank holds, rank 0 first:
