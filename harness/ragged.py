@@ -177,7 +177,9 @@ def reduce_scatter_ragged(x: torch.Tensor, dim: int = 0, split_sizes: list[int] 
     ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots).  ``op``: ``sum``, ``mean``
     (the sum over the world size) or ``max``.  Every rank holds the same shape.
 
-    Each slot is zero-padded to the longest and the blocks reduce-scattered (one collective);
+    Each slot is zero-padded to the longest and the blocks reduce-scattered (one collective;
+    ``max`` pads with the dtype's lowest value and all-reduces the blocks, because gloo's
+    reduce-scatter summed whatever the op in older torch);
     the gradient is the adjoint: every rank's cotangent gathered in rank order (÷W for a mean;
     ``max`` has none).
     """
@@ -228,11 +230,16 @@ class _RaggedReduceScatter(torch.autograd.Function):
         fill = _lowest(x.dtype) if op == "max" else 0
         padded = front.new_full((len(sizes) * longest, *front.shape[1:]), fill)
         padded.index_copy_(0, rows, front)
-        mine = padded.new_empty((longest, *front.shape[1:]))
-        reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
-        getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(_real(mine), _real(padded),
-                                                                            op=reduce_op, group=group)
-        mine = mine[: sizes[dist.get_rank(group)]]
+        rank = dist.get_rank(group)
+        if op == "max":  # gloo's reduce_scatter_tensor sums whatever the op on older torch (2.4.1:
+            # docs/findings/gloo_reduce_scatter_tensor_op_ignored.py); all_reduce keeps the op everywhere
+            dist.all_reduce(padded, op=dist.ReduceOp.MAX, group=group)
+            mine = padded.narrow(0, rank * longest, longest)
+        else:
+            mine = padded.new_empty((longest, *front.shape[1:]))
+            getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(_real(mine), _real(padded),
+                                                                                group=group)
+        mine = mine[: sizes[rank]]
         if op == "mean":
             mine = _divided(mine, len(sizes))
         ctx.dim, ctx.op, ctx.group = dim, op, group
