@@ -103,9 +103,11 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
     # the neighbours (measured by `report` on torch 2.13; see the README's reduce-scatter and all-to-all tables)
     **{name: (("values",), input_layouts_differ,
               "c10d reduce-scatter on gloo pairs elements by storage order: a rank whose input is laid out "
-              "differently sums the wrong elements (the pytorch#192920 family)")
-       for name in ("rs_reduce_scatter_single", "rs_reduce_scatter_tensor", "rs_reduce_scatter_tensor_max",
-                    "rs_reduce_scatter_list")},
+              "differently sums the wrong elements (the pytorch#192920 family; docs/findings)")
+       for name in ("rs_reduce_scatter_single", "rs_reduce_scatter_tensor", "rs_reduce_scatter_tensor_max")},
+    "rs_reduce_scatter_list": (("values",), non_contiguous_input,
+                               "the list form pairs each piece in its storage order with out's: wrong also "
+                               "when every rank's pieces are transposed alike (docs/findings)"),
     "rs_nn_reduce_scatter": (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
                              "ragged slots: the backward gathers the cotangents into buffers shaped like this "
                              "rank's: gloo aborts one rank, another sums uninitialized memory (docs/findings)"),
@@ -185,6 +187,28 @@ ON_OTHER_RELEASES: list[Difference] = [
                lambda f: says("is_contiguous", "must be contiguous", "AssertionError")(f) or peers_left_waiting(f),
                "the functional all_gather rejects non-contiguous inputs and cotangents "
                "(docs/findings/funcol_all_gather_tensor_noncontiguous.py)", masks=True),
+    # the neighbours: measured on 2.4.1, 2.13.0 and 2.15.0 only, so each range ends at 2.4
+    Difference(("rs_reduce_scatter_tensor", "rs_funcol_reduce_scatter_tensor", "rs_funcol_reduce_scatter_tensor_autograd",
+                "rs_megatron_sequence_parallel"), (2, 4), (2, 4), lambda f: is_complex(f.case),
+               "gloo's reduce-scatter moves no complex tensor yet", masks=True),
+    Difference(("rs_reduce_scatter_tensor_max",), (2, 4), (2, 4), lambda f: f.property == "values",
+               "gloo's reduce_scatter_tensor sums whatever the op (docs/findings/gloo_reduce_scatter_tensor_op_ignored.py)",
+               masks=True),
+    Difference(("rs_reduce_scatter_list", "rs_nn_reduce_scatter", "rs_megatron_ragged"), (2, 4), (2, 4),
+               lambda f: says("does not support reduce_scatter")(f) or peers_left_waiting(f),
+               "gloo has no list reduce_scatter yet (pytorch PR #149869 added it)", masks=True),
+    Difference(("rs_funcol_reduce_scatter_tensor",), (2, 4), (2, 4), lambda f: non_contiguous_input(f.case),
+               "the functional reduce-scatter pairs elements by storage order when layouts differ (values and the "
+               "gradients through them)", masks=True),
+    Difference(("rs_funcol_reduce_scatter_tensor", "a2a_funcol_all_to_all_single"), (2, 4), (2, 4),
+               says("grad of x=None"), "the functional reduce-scatter and all-to-all have no autograd yet",
+               masks=True),
+    Difference(("a2a_funcol_all_to_all_single", "a2a_funcol_all_to_all_single_autograd"), (2, 4), (2, 4),
+               lambda f: non_contiguous_input(f.case),
+               "the functional all-to-all reads a non-contiguous input by storage order", masks=True),
+    Difference(("a2a_all_to_all_list", "a2a_nn_all_to_all"), (2, 4), (2, 4),
+               lambda f: says("does not support alltoall")(f) or peers_left_waiting(f),
+               "gloo has no list all_to_all yet", masks=True),
     Difference(("funcol_all_gather_tensor", "funcol_all_gather_into_tensor_coalesced"), (2, 4), (2, 10),
                says("grad of x=None"),
                "all_gather_tensor and the coalesced form have no autograd yet (their docstrings there claim "
