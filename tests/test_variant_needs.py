@@ -21,7 +21,10 @@ from harness.cli import main
 from harness.targets import load
 from harness.variants import CATALOGUE, DTENSOR, Need
 
-NEEDS: list[Need] = sorted({need for spec in CATALOGUE for need in spec.needs}, key=lambda need: need.module)
+#: In a fixed order (module, then names): every pytest-xdist worker must collect the same list,
+#: and a set of needs iterates in an order that changes with each process's string hashing.
+NEEDS: list[Need] = sorted({need for spec in CATALOGUE for need in spec.needs},
+                           key=lambda need: (need.module, tuple(need.names)))
 NEEDED_NAMES = [(need, name) for need in NEEDS for name in need.names]
 
 
