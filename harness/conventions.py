@@ -224,13 +224,14 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     ``scatter_dim`` or ``split_dim``; the first of them splits x for a target taking a list.
     """
     names = _role_names(roles)
+    list_role = roles[0] if roles else ""
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
                          f"it; pass a function that calls it (or an instance, if it is an nn.Module)")
         signature = _forward_signature(target)
         return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True,
-                        list_role=roles[0] if roles else "").plan(needs_group)
+                        list_role=list_role).plan(needs_group)
     if not callable(target):
         raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
     module = isinstance(target, torch.nn.Module)
@@ -239,8 +240,7 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):
         return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
-    return _Planner(name, signature, kwargs, names, module=module,
-                    list_role=roles[0] if roles else "").plan(needs_group)
+    return _Planner(name, signature, kwargs, names, module=module, list_role=list_role).plan(needs_group)
 
 
 def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

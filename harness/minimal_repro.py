@@ -237,8 +237,9 @@ class _Script:
         if prop not in ("gradients", "no-hang-no-crash"):
             self.differs_mode = "values" if prop in ("dtype", "shape", "device", "values") else "bits"
         names = self._names()
-        if prop in _LIKE_VALUES and self._rounds(self.on_companion):
-            return self._bounded_values(self.on_companion)
+        bounded = self._bounded_values(self.on_companion) if prop in _LIKE_VALUES else None
+        if bounded is not None:
+            return bounded
         if prop in _LIKE_VALUES:
             if self.on_companion:
                 return (f"[differs(what, got, want, ' on the second call (every input bit inverted)') for what, "
@@ -287,23 +288,22 @@ class _Script:
             return f"[torch.stack({mine})]"
         return f"[torch.cat({mine}, {case.dim})]"
 
-    def _rounds(self, companion: bool) -> bool:
-        """A float reduce-scatter: its result is judged within a rounding bound, never exactly."""
+    def _bounded_values(self, companion: bool) -> str | None:
+        """A float reduce-scatter's result against the exact reduction, within the rounding any order
+        of additions may add (as the harness judges it); ``None`` where the result must be exact."""
         case = self.case
-        return case.collective == "reduce-scatter" and any(
-            not isinstance(expected_reduction(case, r, companion=companion), torch.Tensor)
-            for r in range(case.world_size) if not case.idle(r))
-
-    def _bounded_values(self, companion: bool) -> str:
-        """The result against the exact reduction, within the rounding any order of additions may add."""
-        case = self.case
-        wanted = {r: _bounded(expected_reduction(case, r, companion=companion)) for r in range(case.world_size)
+        if case.collective != "reduce-scatter":
+            return None
+        wanted = {r: expected_reduction(case, r, companion=companion) for r in range(case.world_size)
                   if not case.idle(r)}
+        bounded = {r: want for r, want in wanted.items() if isinstance(want, ExpectedGrad)}
+        if not bounded or len(bounded) < len(wanted):
+            return None
         second = "_SECOND" if companion else ""
-        self.tensors(f"WANT{second}", [wanted[r].exact if r in wanted else None for r in range(case.world_size)],
+        self.tensors(f"WANT{second}", [bounded[r].exact if r in bounded else None for r in range(case.world_size)],
                      f"the exact {case.op} of every rank's slot r (double precision)"
                      + (" on the second call" if companion else ""))
-        self.tensors(f"BOUND{second}", [wanted[r].bound if r in wanted else None for r in range(case.world_size)],
+        self.tensors(f"BOUND{second}", [bounded[r].bound if r in bounded else None for r in range(case.world_size)],
                      "the rounding a float sum may add (0: exact)")
         self.within = False  # a bound, wherever else ``within`` is used
         when = ", ' on the second call (every input negated)'" if companion else ""
@@ -418,14 +418,6 @@ def _differs(mode: str) -> tuple[str, ...]:
         "    return '' if i is None else (f'{what}{list(i)}{when} = {g[i].item()!r}, expected {w[i].item()!r} '",
         "                                 f'({int((~same).sum())} of {same.numel()} elements differ)')",
     )
-
-
-def _bounded(expected: torch.Tensor | ExpectedGrad) -> ExpectedGrad:
-    """A float reduction's bounded result as it is; an exact one (integers, max) with a zero bound."""
-    if isinstance(expected, ExpectedGrad):
-        return expected
-    wide = expected.to(torch.complex128 if expected.is_complex() else torch.float64)
-    return ExpectedGrad(wide, torch.zeros(expected.shape, dtype=torch.float64), expected)
 
 
 def _within(exact: bool, complex_: bool) -> tuple[str, ...]:

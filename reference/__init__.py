@@ -100,9 +100,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
 
 def received_rows(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
     """All-to-all: the rows each member of ``rank``'s group sends it, in member order."""
-    members = case.members(rank)
-    return [make_input(case, s, companion=companion).narrow(
-        case.dim, case.sent_offset(s, rank), case.ranks[s].splits[members.index(rank)]) for s in members]
+    return [make_input(case, s, companion=companion).narrow(case.dim, case.sent_offset(s, rank), rows)
+            for s, rows in zip(case.members(rank), case.received(rank))]
 
 
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor | ExpectedGrad]:
