@@ -8,8 +8,9 @@ race).  Before it is reported, each finding is
    some times -- ``intermittent``;
 2. if it never failed alone, **replayed after its history**, the cases that had run on its
    ranks when it was seen: the shortest history found that makes it fail (one earlier case,
-   else the whole history cut down by delta debugging) is reported -- ``history-dependent``,
-   with that sequence in the message, the JSON and the repro; none -- ``not reproduced``;
+   else the whole history cut down by delta debugging; a hang or crash must fail twice
+   running after it) is reported -- ``history-dependent``, with that sequence in the message,
+   the JSON and the repro; none -- ``not reproduced``;
 3. if its ranks differ in input or cotangent layout, **re-run with every rank on one layout**
    (each layout it has): passing on all of them is a condition worth saying -- "fails only when
    ranks' cotangent layouts differ", rare in training, where every rank runs the same code.
@@ -24,7 +25,7 @@ from typing import Any
 
 from harness.case import Case
 from harness.checks import Violation
-from harness.finding import Finding, format_violations
+from harness.finding import UNEXPLAINED_KINDS, Finding, format_violations
 
 REPLAYS = 3
 #: Fault kinds: replaying one costs a stall or a timeout, so one reproduction confirms it.
@@ -32,6 +33,8 @@ FAULTS = frozenset({"hang", "crash", "desync", "exception"})
 #: How many single earlier cases are tried as the history before the whole history is.
 SINGLE_TRIES = 16
 HISTORY_BUDGET_S = 30.0
+#: How many replays running a history must fail for a hang or crash to be put down to it.
+HISTORY_FAULT_TIMES = 2
 
 #: Runs ``case`` on fresh ranks after ``history`` (earlier cases with their ``repeat`` flags)
 #: and returns the violations of ``case`` alone.
@@ -66,12 +69,17 @@ def _with_history(finding: Finding, replay: Replay) -> None:
     """The shortest history (one case, else delta debugging over all of them) after which it fails."""
     history = list(finding.seen_after)
     deadline = time.monotonic() + HISTORY_BUDGET_S
+    # A hang or crash carries nothing of the target's own, so one replay that stalls is not yet
+    # evidence against it (the machine can stall one): such a failure must come back twice running.
+    times = HISTORY_FAULT_TIMES if finding.kind in UNEXPLAINED_KINDS else 1
 
     def fails(earlier: Sequence[tuple[Case, bool]]) -> bool:
-        violations = replay(finding.case, earlier)
-        if violations:
+        for _ in range(times):
+            violations = replay(finding.case, earlier)
+            if not violations:
+                return False
             _describe(finding, violations)
-        return bool(violations)
+        return True
 
     for earlier in list(reversed(history))[:SINGLE_TRIES]:
         if fails([earlier]):

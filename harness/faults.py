@@ -84,6 +84,9 @@ class Outcome:
     elapsed_s: float = 0.0
     desync: str = ""
     history: tuple[tuple[Case, bool], ...] = ()
+    #: How the wait for unreturned ranks ended, when their time ran out (:class:`harness.rankset.Watch`):
+    #: idle (stuck) or still busy at the cap.
+    waited: str = ""
 
     @property
     def errors(self) -> list[RankResult]:
@@ -96,6 +99,8 @@ class Outcome:
 
     def describe_fault(self) -> str:
         lines = [f"{self.fault}: " + _fault_summary(self)]
+        if self.fault == "hang" and self.waited:
+            lines.append(self.waited)
         lines += [fault.describe() for fault in self.faults]
         return "\n".join(lines)
 

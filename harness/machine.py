@@ -11,6 +11,7 @@ import torch
 
 from harness.contract import MAX_WORLD_SIZE
 from harness.errors import PoolError, UsageError
+from harness.options import PATIENCE
 
 #: Resident memory of one warm rank (torch 2.13, gloo, CPU box: 240 MB measured, 216 MB of it
 #: anonymous): what bounds how many local ranks a machine holds.
@@ -38,8 +39,9 @@ def too_many_ranks(world_size: int, limit: int) -> str:
 
 def group_timeout_s(case_timeout: float) -> float:
     """The process group's own timeout: far beyond the case timeout, so that the controller,
-    not the backend, decides when a rank hangs (and can dump its stack first)."""
-    return max(3600.0, 4 * case_timeout)
+    not the backend, decides when a rank hangs (and can dump its stack first), however long
+    it lets busy ranks run (:data:`harness.options.PATIENCE`)."""
+    return max(3600.0, (PATIENCE + 1) * case_timeout)
 
 
 def check_devices(backend: str, device: str, world_size: int) -> None:

@@ -20,9 +20,11 @@ from harness import files, profile_names
 from harness.contract import BACKENDS, COLLECTIVES, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, OUTPUTS
 from harness.errors import UsageError
 
-#: Per case: a rank still running after this long is a hang.  The one default every front end
+#: Per case: ranks not back after this long, and idle, are a hang.  The one default every front end
 #: and the engine share.
 DEFAULT_TIMEOUT_S = 10.0
+#: How many times its timeout a case whose ranks are still busy may take (:class:`harness.rankset.Watch`).
+PATIENCE = 5.0
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -135,7 +137,8 @@ OPTIONS: tuple[Option, ...] = (
            type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False),
     Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
            fixture=True, plugin_default="0"),
-    Option("timeout", f"per case: a rank still running after this long is a hang (default: {DEFAULT_TIMEOUT_S:g})",
+    Option("timeout", f"per case: ranks not back after this long and idle (asleep in a wait) are a hang; busy ones get up to "
+           f"{PATIENCE:g}x as long (default: {DEFAULT_TIMEOUT_S:g})",
            DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True),
     Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
            choices=tuple(profile_names.WORLD_SIZES), plugin=False),

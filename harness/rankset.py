@@ -26,6 +26,7 @@ from harness.case import Case
 from harness.errors import PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
+from harness.options import PATIENCE
 from harness.procedure import RankResult, RunRequest
 from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
 
@@ -39,6 +40,12 @@ POLL_S = (0.005, 0.02)
 _FAST_POLLS_S = 0.1
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
+#: How long a look at the ranks lasts: busy within it (running, runnable or using the CPU) or not.
+WINDOW_S = 0.5
+#: CPU seconds the unreturned ranks must use within a window to count as busy; a rank asleep in
+#: a wait uses none (its idle threads, a few milliseconds a second at most).
+BUSY_CPU_S = 0.02
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 class Host(Protocol):
@@ -48,6 +55,63 @@ class Host(Protocol):
     context: Any
     tmpdir: str
     store: Any
+
+
+def usage(pid: int) -> tuple[float, bool] | None:
+    """A process's CPU seconds so far (every thread) and whether its main thread is running or
+    runnable, from ``/proc``; ``None`` where the system does not say."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ..., utime, stime
+    return (int(fields[11]) + int(fields[12])) * _TICK_S, fields[0] == "R"
+
+
+class Watch:
+    """Tells a slowed case from a stuck one once its time is up.
+
+    On a machine busier than it has cores (CI's two, shared with other jobs) a case that
+    takes milliseconds can miss a timeout of seconds, and a "hang" that no replay brings back
+    used to be the result, or worse, one that a replay's own stall "reproduced".  A stuck rank
+    sleeps in a wait: no CPU, not runnable.  A slowed one runs, or waits to run.  So when the
+    deadline comes and ranks have not returned, they are looked at over the last
+    :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the timeout;
+    idle ones are stuck, and the case is a hang as before (one that sleeps costs no more than
+    its timeout).
+    """
+
+    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout: float) -> None:
+        self.look = look
+        self.started, self.timeout = started, timeout
+        self.cap = started + timeout * PATIENCE
+        self.before: dict[int, tuple[float, bool] | None] | None = None
+        #: Why the wait ended without every rank (for the hang's message), once it has.
+        self.verdict = ""
+
+    def nearly(self, ranks: list[int]) -> None:
+        """The window before the deadline begins: note where the ranks are (once per window)."""
+        if self.before is None:
+            self.before = {r: self.look(r) for r in ranks}
+
+    def more_time(self, ranks: list[int], now: float) -> float | None:
+        """At the deadline: a new deadline if the unreturned ``ranks`` were busy, else ``None``."""
+        before = self.before or {}
+        after = {r: self.look(r) for r in ranks}
+        self.before = after
+        known = [(before.get(r), seen) for r, seen in after.items() if seen is not None]
+        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
+        busy = bool(known) and (used >= BUSY_CPU_S or any(seen[1] for _, seen in known))
+        waited = now - self.started
+        if busy and now < self.cap:
+            return min(now + WINDOW_S, self.cap)
+        if busy:
+            self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout:g} s timeout): "
+                            f"too slow, or spinning")
+        elif known:
+            self.verdict = f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait)"
+        return None
 
 
 class RankSet:
@@ -68,6 +132,8 @@ class RankSet:
         self.spawned_at = 0.0
         self.startup_s = 0.0
         self.closed: set[int] = set()
+        #: How the last wait for the ranks went (:class:`Watch`).
+        self.watch: Watch | None = None
         #: The cases run since the target's state on these ranks was last fresh (set start or
         #: module reload), with their ``repeat`` flags: what a history-dependent finding needs.
         self.history: list[tuple[Case, bool]] = []
@@ -226,6 +292,7 @@ class RankSet:
         outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = Ledgers(self.last, layout)
         outcome.fault, outcome.desync = classify(results, self._dead(), ledgers)
+        outcome.waited = self.watch.verdict if self.watch is not None else ""
         if outcome.fault:
             outcome.faults = self._diagnose(results, log_offsets) if diagnose else []
             if outcome.fault == "hang" and ledgers.stuck_for_good(results):
@@ -279,11 +346,17 @@ class RankSet:
         started = time.monotonic()
         deadline = started + timeout
         ledgers = Ledgers(self.last, layout)
+        self.watch = watch = Watch(self._usage, started, timeout)
         while pending:
             now = time.monotonic()
+            if now >= deadline - WINDOW_S:
+                watch.nearly(sorted(pending.values()))
+            if now >= deadline:
+                later = watch.more_time(sorted(pending.values()), now)
+                if later is None:
+                    break
+                deadline = later
             remaining = deadline - now
-            if remaining <= 0:
-                break
             poll = POLL_S[0] if now - started < _FAST_POLLS_S else POLL_S[1]
             for item in wait(list(pending) + list(sentinels), timeout=min(remaining, poll)):
                 if item in sentinels:
@@ -313,6 +386,10 @@ class RankSet:
 
     def _alive(self, r: int) -> bool:
         return self.procs[r].is_alive()
+
+    def _usage(self, r: int) -> tuple[float, bool] | None:
+        """Rank ``r``'s CPU use so far and whether it runs (:func:`usage`): what :class:`Watch` reads."""
+        return usage(self.procs[r].pid)
 
     def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:
         """The fault of a rank that died: its exit status and what it wrote meanwhile."""

@@ -167,6 +167,9 @@ class RemoteRankSet(RankSet):
     def _alive(self, r: int) -> bool:
         return r not in self.closed
 
+    def _usage(self, r: int) -> tuple[float, bool] | None:
+        return None  # another machine's process: its timeout is the whole wait
+
     def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:
         return RankFault(r, "died", last_collective=last,
                          log_tail=f"its connection closed; the torchrun output on {self.hosts[r]} says why")

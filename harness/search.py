@@ -189,7 +189,8 @@ class SearchSettings:
     - ``max_examples`` (default: the profile's) counts strata and drawn examples together;
       ``duration_s`` replaces it with a time budget.
     - ``seed``: the search's seed (``None``: 0).
-    - ``timeout``: per case; a rank still running after this long is a hang.
+    - ``timeout``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
+      rather than stuck, get more: :class:`harness.rankset.Watch`).
     - ``probe_misuse``: also search out-of-contract input.
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
     - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking

@@ -32,6 +32,28 @@ def hang_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     return correct(x, dim)
 
 
+SLOW_S = 2.0
+
+
+def slow_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A stand-in for a machine that starves a rank: rank 1 computes for :data:`SLOW_S` first
+    (busy, never asleep), then gathers correctly.  Slow, not stuck: not a hang."""
+    _on_rank_one(lambda: _spin(SLOW_S))
+    return correct(x, dim)
+
+
+def spins_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 1 spins forever (busy, never asleep): a hang all the same, found once its patience is spent."""
+    _on_rank_one(lambda: _spin(10_000))
+    return correct(x, dim)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
 def abort_mismatch(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Unpadded ``all_gather`` of ragged tensors: gloo aborts one rank on the size mismatch."""
     pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]

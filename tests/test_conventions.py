@@ -243,7 +243,7 @@ def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: 
     report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout=5.0, pool=pool,
                        shrink_budget_s=20.0)
     assert report.convention is not None and report.convention.output == output
-    assert prop in [f.property for f in report.findings], [f.message for f in report.findings]
+    assert prop in [f.property for f in report.findings], "\n\n".join(f.text() for f in report.findings)
 
 
 def test_a_stack_that_is_missing_at_one_rank_shrinks_to_one_rank(pool) -> None:
@@ -273,7 +273,7 @@ def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
 def test_without_groups_the_global_rank_bug_hides(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum"),
                        max_examples=40, timeout=5.0, pool=pool)
-    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
 def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) -> None:
@@ -340,7 +340,7 @@ def test_the_fixed_allgathergrad_passes_called_both_ways(pool) -> None:
     seen: set[bool] = set()
     report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout=5.0,
                        pool=pool, on_example=forms_seen(seen))
-    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert seen == {True, False}, "both calls must be made"
 
 
@@ -353,7 +353,7 @@ def test_rank_and_world_size_are_those_of_the_group_passed(pool) -> None:
                        on_example=lambda progress: cases.append(progress.current) if progress.current else None)
     assert report.convention is not None and report.convention.describe() == (
         "all_gather_features(x, rank=rank, world_size=world_size, group=group) -> tensor (detected)")
-    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert any(group_rank_differs(case) for case in cases)
 
 
@@ -362,7 +362,7 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
     target = f"{ROOT}/examples/sync_grads.py:all_gather"
     switched = run_check(target, Contract(grad="sum", kwargs=(("sync_grads", "True"),)), max_examples=BUDGET,
                          timeout=5.0, pool=pool)
-    assert switched.verdict == "pass", [f.message for f in switched.findings]
+    assert switched.verdict == "pass", "\n\n".join(f.text() for f in switched.findings)
     assert switched.convention is not None and switched.convention.forms == (
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
     plain = run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=5.0, pool=pool)
@@ -382,7 +382,7 @@ def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.Captur
 
 def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
     report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout=5.0, pool=pool)
-    assert report.verdict == "pass", [f.message for f in report.findings]
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
 
 

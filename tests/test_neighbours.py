@@ -154,7 +154,7 @@ def test_a_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop
 ])
 def test_our_own_reduce_scatter_and_all_to_all_pass(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", [finding.text() for finding in report.findings]
+    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.examples >= BUDGET
 
 
@@ -182,7 +182,7 @@ def test_a_first_parameter_that_says_list_gets_the_pieces_of_x() -> None:
 ])
 def test_list_forms_that_are_right_pass(pool, target: str, contract: dict, output: str) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", [finding.text() for finding in report.findings]
+    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.convention is not None and report.convention.output == output
     assert report.convention.call.split_input
 

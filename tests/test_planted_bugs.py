@@ -150,7 +150,7 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
 def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
                        timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
-    assert report.verdict == "pass", [finding.message for finding in report.findings]
+    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.notes == [IN_PLACE_NOTE]
 
 

@@ -18,6 +18,7 @@ from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.faults import in_step
 from harness.finding import finding_of
+from harness.options import PATIENCE
 from harness.pool import Pool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, read_ledger, read_slot
@@ -96,6 +97,21 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Po
     assert "in hang_rank1" in shown and "in correct" in shown and "distributed_c10d.py" in shown
     assert "harness/rank.py" not in shown and "multiprocessing" not in shown and "procedure.py" not in shown
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
+
+
+def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool) -> None:
+    """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank
+    asleep in a wait is one at the timeout; a rank spinning forever is one once the patience is spent."""
+    slow, elapsed = run_timed(fault_pool, "tests.planted_faults:slow_rank1")
+    assert slow.fault is None and check_outcome(slow) == [], slow.describe_fault() if slow.fault else slow
+    assert elapsed > TIMEOUT_S  # it did run past the timeout: a hang before the watch
+    asleep, elapsed = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
+    assert asleep.fault == "hang" and elapsed <= TIMEOUT_S + SLACK_S
+    assert "every rank that had not returned was idle (asleep in a wait)" in asleep.describe_fault()
+    spinning, elapsed = run_timed(fault_pool, "tests.planted_faults:spins_rank1")
+    assert spinning.fault == "hang" and TIMEOUT_S * PATIENCE <= elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
+    assert f"still busy after {TIMEOUT_S * PATIENCE:.0f}" in spinning.describe_fault(), spinning.describe_fault()
+    assert "in spins_rank1" in spinning.describe_fault()
 
 
 def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: Pool) -> None:

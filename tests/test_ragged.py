@@ -44,4 +44,4 @@ def test_the_mean_gradient_of_a_complex_tensor_is_divided_part_by_part(pool) -> 
     regression: ``cotangent / world`` instead of the part-wise division)."""
     case = Case(ranks=(RankSpec((64,), values="random", cotangent="floats"),), dtype="complex64", grad="mean")
     violations = check_outcome(pool.run(case, "harness.ragged:gather_mean", repeat=False))
-    assert not violations, [v.message for v in violations]
+    assert not violations, "\n\n".join(v.text() for v in violations)

@@ -27,7 +27,7 @@ from benchmarks import concurrency, shrinking
 from harness import capabilities, catalogue_report, cli, confirm, hints, repro, search, strategies
 from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
-from harness.checks import check_outcome
+from harness.checks import Violation, check_outcome
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.faults import Outcome
@@ -61,12 +61,12 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
 def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
     report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
                        base_settings=CI)
-    assert [finding.property for finding in report.findings] == ["bits"], [f.text() for f in report.findings]
+    assert [finding.property for finding in report.findings] == ["bits"], "\n\n".join(f.text() for f in report.findings)
     [finding] = report.findings
     assert "became" in finding.message and ("-0.0 became +0.0" in finding.message or "NaN" in finding.message)
     waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout=5.0, pool=pool,
                        seed=2, base_settings=CI)
-    assert waived.verdict == "pass", [f.text() for f in waived.findings]
+    assert waived.verdict == "pass", "\n\n".join(f.text() for f in waived.findings)
 
 
 def test_a_signed_zero_is_named(pool) -> None:
@@ -107,6 +107,36 @@ def test_the_layout_condition_is_said_in_plain_words() -> None:
         "it before the collective")
     always = dataclasses.replace(mixed, condition=confirm.layout_condition(case, lambda c: True))
     assert hints.layout_hint(always) == ""
+
+
+def scripted_replay(kind: str, *, after_history: list[bool]) -> confirm.Replay:
+    """A replay that never fails alone and, after a history, fails (with ``kind``) as scripted:
+    ``after_history[i]`` for the i-th such replay, passing once the script runs out."""
+    script = iter(after_history)
+
+    def replay(case: Case, history) -> list:
+        if not history or not next(script, False):
+            return []
+        if kind == "hang":
+            return check_outcome(Outcome(case, [None, None], fault="hang"))
+        return [Violation("values", kind, 0, "output[0] = 1.0, expected 0.0")]
+
+    return replay
+
+
+def test_a_hang_one_history_replay_brings_back_is_not_put_down_to_that_history() -> None:
+    """A replay stalled once by the machine (a hang after the history, none in the next) is not
+    evidence: the finding stays unreproduced, so it is not counted against the target.  A hang
+    that comes back every time, and a wrong value (the target's own) even once, are."""
+    case, earlier = Case(ranks=(RankSpec((3,)), RankSpec((3,)))), Case(ranks=(RankSpec((1,)), RankSpec((2,))))
+    hang = Finding("no-hang-no-crash", "hang", case, "hang: no rank returned", [], seen_after=((earlier, True),))
+    stalled_once = confirm.confirm(dataclasses.replace(hang), scripted_replay("hang", after_history=[True]))
+    assert stalled_once.status == "not reproduced" and not stalled_once.attributed()
+    every_time = confirm.confirm(dataclasses.replace(hang), scripted_replay("hang", after_history=[True] * 4))
+    assert every_time.status == "history-dependent" and every_time.history == ((earlier, True),)
+    wrong = Finding("values", "mismatch", case, "output[0] = 1.0", [], seen_after=((earlier, True),))
+    wrong_once = confirm.confirm(wrong, scripted_replay("mismatch", after_history=[True]))
+    assert wrong_once.status == "history-dependent" and wrong_once.attributed()
 
 
 def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
