@@ -58,15 +58,22 @@ class Host(Protocol):
 
 
 def usage(pid: int) -> tuple[float, bool] | None:
-    """A process's CPU seconds so far (every thread) and whether its main thread is running or
-    runnable, from ``/proc``; ``None`` where the system does not say."""
+    """A process's CPU seconds so far and whether any of its threads is running or runnable
+    (a collective's work runs on the backend's threads while the main one waits), from
+    ``/proc``; ``None`` where the system does not say."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            text = stat.read()
-    except OSError:
+        whole = _stat_fields(f"/proc/{pid}/stat")
+        threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
         return None
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ..., utime, stime
-    return (int(fields[11]) + int(fields[12])) * _TICK_S, fields[0] == "R"
+    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] == "R" for fields in threads)
+
+
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a ``/proc`` stat file after ``pid (comm)``: state, ppid, ..., utime (11), stime (12)."""
+    with open(path) as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2:].split()
 
 
 class Watch:
@@ -85,24 +92,29 @@ class Watch:
     def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout: float) -> None:
         self.look = look
         self.started, self.timeout = started, timeout
-        self.cap = started + timeout * PATIENCE
-        self.before: dict[int, tuple[float, bool] | None] | None = None
+        self.cap = started + max(timeout * PATIENCE, timeout + 2 * WINDOW_S)
+        #: The ranks as last looked at, and when: a verdict needs a whole window since.
+        self.before: dict[int, tuple[float, bool] | None] = {}
+        self.since: float | None = None
         #: Why the wait ended without every rank (for the hang's message), once it has.
         self.verdict = ""
 
-    def nearly(self, ranks: list[int]) -> None:
-        """The window before the deadline begins: note where the ranks are (once per window)."""
-        if self.before is None:
-            self.before = {r: self.look(r) for r in ranks}
+    def nearly(self, ranks: list[int], now: float) -> None:
+        """The last window before the deadline has begun: look at the ranks (once)."""
+        if self.since is None:
+            self.before, self.since = {r: self.look(r) for r in ranks}, now
 
     def more_time(self, ranks: list[int], now: float) -> float | None:
-        """At the deadline: a new deadline if the unreturned ``ranks`` were busy, else ``None``."""
-        before = self.before or {}
+        """At the deadline: a later one if the unreturned ``ranks`` were busy (or have not been
+        watched for a whole window yet), else ``None``."""
+        if self.since is None or now - self.since < WINDOW_S:
+            self.nearly(ranks, now)
+            return (self.since or now) + WINDOW_S
         after = {r: self.look(r) for r in ranks}
-        self.before = after
-        known = [(before.get(r), seen) for r, seen in after.items() if seen is not None]
+        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
         used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
         busy = bool(known) and (used >= BUSY_CPU_S or any(seen[1] for _, seen in known))
+        self.before, self.since = after, now
         waited = now - self.started
         if busy and now < self.cap:
             return min(now + WINDOW_S, self.cap)
@@ -110,7 +122,8 @@ class Watch:
             self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout:g} s timeout): "
                             f"too slow, or spinning")
         elif known:
-            self.verdict = f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait)"
+            self.verdict = (f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait "
+                            f"for the last {WINDOW_S:g} s)")
         return None
 
 
@@ -350,15 +363,10 @@ class RankSet:
         while pending:
             now = time.monotonic()
             if now >= deadline - WINDOW_S:
-                watch.nearly(sorted(pending.values()))
-            if now >= deadline:
-                later = watch.more_time(sorted(pending.values()), now)
-                if later is None:
-                    break
-                deadline = later
-            remaining = deadline - now
+                watch.nearly(sorted(pending.values()), now)
             poll = POLL_S[0] if now - started < _FAST_POLLS_S else POLL_S[1]
-            for item in wait(list(pending) + list(sentinels), timeout=min(remaining, poll)):
+            # past the deadline too, once: what the ranks sent meanwhile is taken before judging them
+            for item in wait(list(pending) + list(sentinels), timeout=max(0.0, min(deadline - now, poll))):
                 if item in sentinels:
                     del sentinels[item]
                     deadline = min(deadline, time.monotonic() + GRACE_S)
@@ -371,6 +379,11 @@ class RankSet:
                         deadline = min(deadline, time.monotonic() + GRACE_S)
             if pending and (ledgers.mismatch() or ledgers.doomed(sorted(pending.values()), results)):
                 break
+            if pending and time.monotonic() >= deadline:
+                later = watch.more_time(sorted(pending.values()), time.monotonic())
+                if later is None:
+                    break
+                deadline = later
         return results
 
     # -- what differs for ranks that are not our child processes (harness.remote_driver) ------

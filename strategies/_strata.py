@@ -51,7 +51,7 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
     recipes = [values for values in VALUE_ORDER if values in recipes_for(contract)]
     order = [(dtype, values) for values in recipes[:2] for dtype in names]
     order += [(dtype, values) for values in recipes[2:] for dtype in names]
-    shapes = _shape_classes(contract, names[0], rng, backend, device)
+    shapes = _shape_classes(contract, names, rng, backend, device)
     # A failure is shrunk among all cases of its dtype (any value class): toward iota where it can.
     by_dtype = {dtype: cases(contract=contract, dtypes=(dtype,), backend=backend, device=device) for dtype in names}
     dtype_strata = [
@@ -128,16 +128,19 @@ def _two_dimensional(contract: Contract, dtype: str, layouts: list[tuple[str, st
     return dataclasses.replace(case, ranks=tuple(ranks), dim=dim)
 
 
-def _shape_classes(contract: Contract, dtype: str, rng: random.Random, backend: str, device: str) -> list[Stratum]:
-    """A long rank, a zero-length rank, every rank empty, and the largest world allowed."""
+def _shape_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
+                   device: str) -> list[Stratum]:
+    """A long rank, a zero-length rank, every rank empty, and the largest world allowed; each of
+    the first of ``names`` (the dtypes drawn), shrunk among cases of any of them, never of a
+    dtype the backend cannot move (its refusal would be shrunk into a finding against the target)."""
     low, high = contract.world_sizes
     ragged = contract.ragged_cases
-    anything = cases(contract=contract, backend=backend, device=device)
+    anything = cases(contract=contract, dtypes=names, backend=backend, device=device)
     wanted: list[tuple[str, tuple[int, ...], st.SearchStrategy[Case]]] = []
     two = min(max(2, low), high)
     long = LONG_LENGTH + rng.randrange(32)
     wanted.append((f"a rank of {LONG_LENGTH} or more", (long,) + ((1,) if ragged else (long,)) * (two - 1),
-                   cases(contract=contract, backend=backend, device=device, long_rank=True)))
+                   cases(contract=contract, dtypes=names, backend=backend, device=device, long_rank=True)))
     three = min(max(3, low), high)
     if ragged and three > 1:
         wanted.append(("a zero-length rank", tuple((2, 0, 1)[r % 3] for r in range(three)), anything))
@@ -145,5 +148,5 @@ def _shape_classes(contract: Contract, dtype: str, rng: random.Random, backend: 
     if high > three:
         lengths = tuple(_RAGGED_LENGTHS[r % len(_RAGGED_LENGTHS)] if ragged else 1 for r in range(high))
         wanted.append((f"the largest world, W={high}", lengths, anything))
-    return [Stratum(label, _typical(contract, dtype, "random", rng, backend, device, lengths), strategy)
+    return [Stratum(label, _typical(contract, names[0], "random", rng, backend, device, lengths), strategy)
             for label, lengths, strategy in wanted]

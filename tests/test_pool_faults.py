@@ -107,7 +107,7 @@ def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool)
     assert elapsed > TIMEOUT_S  # it did run past the timeout: a hang before the watch
     asleep, elapsed = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
     assert asleep.fault == "hang" and elapsed <= TIMEOUT_S + SLACK_S
-    assert "every rank that had not returned was idle (asleep in a wait)" in asleep.describe_fault()
+    assert "every rank that had not returned was idle (asleep in a wait for the last" in asleep.describe_fault()
     spinning, elapsed = run_timed(fault_pool, "tests.planted_faults:spins_rank1")
     assert spinning.fault == "hang" and TIMEOUT_S * PATIENCE <= elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
     assert f"still busy after {TIMEOUT_S * PATIENCE:.0f}" in spinning.describe_fault(), spinning.describe_fault()

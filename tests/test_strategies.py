@@ -23,6 +23,7 @@ from harness.strategies import (
 )
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from harness import strategies
 from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
@@ -293,3 +294,18 @@ def test_ragged_shapes_agree_off_dim(drawn: RaggedShapes) -> None:
     off = {tuple(s for i, s in enumerate(shape) if i != drawn.dim % n) for shape in drawn.shapes}
     assert len(off) == 1 and sum(math.prod(shape) for shape in drawn.shapes) <= 200
 
+
+
+@pytest.mark.parametrize("collective", ["gather", "reduce-scatter"])
+def test_every_stratum_shrinks_among_the_dtypes_drawn_only(collective: str) -> None:
+    """A failing stratum is shrunk among cases like it; a dtype the backend cannot move (int16 on
+    gloo) must never be one of them, or its refusal would be shrunk into a finding against the
+    target (measured: a stratum's hang under load shrank to a W=1 int16 "exception")."""
+    drawn = ("float32", "int64")
+    layers = strategies.strata(contract=Contract(collective=collective), dtypes=drawn, backend="gloo", device="cpu",
+                               seed=0)
+    assert {layer.case.dtype for layer in layers} == set(drawn)
+    for layer in layers:
+        with pytest.raises(NoSuchExample):
+            find(layer.strategy, lambda case: case.dtype not in drawn, settings=settings(_REACH, max_examples=100),
+                 random=Random(0))
