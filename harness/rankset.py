@@ -45,6 +45,8 @@ WINDOW_S = 0.5
 #: CPU seconds the unreturned ranks must use within a window to count as busy; a rank asleep in
 #: a wait uses none (its idle threads, a few milliseconds a second at most).
 BUSY_CPU_S = 0.02
+#: Thread states (``/proc``) of a rank that is getting on: running or runnable, or in a disk wait.
+WORKING = frozenset({"R", "D"})
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
@@ -58,15 +60,16 @@ class Host(Protocol):
 
 
 def usage(pid: int) -> tuple[float, bool] | None:
-    """A process's CPU seconds so far and whether any of its threads is running or runnable
-    (a collective's work runs on the backend's threads while the main one waits), from
-    ``/proc``; ``None`` where the system does not say."""
+    """A process's CPU seconds so far and whether any of its threads is running, runnable or in
+    a disk wait (a collective's work runs on the backend's threads while the main one waits; a
+    fresh rank's first call can page in libraries), from ``/proc``; ``None`` where the system
+    does not say."""
     try:
         whole = _stat_fields(f"/proc/{pid}/stat")
         threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
     except (OSError, ValueError):
         return None
-    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] == "R" for fields in threads)
+    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] in WORKING for fields in threads)
 
 
 def _stat_fields(path: str) -> list[str]:
@@ -82,7 +85,8 @@ class Watch:
     On a machine busier than it has cores (CI's two, shared with other jobs) a case that
     takes milliseconds can miss a timeout of seconds, and a "hang" that no replay brings back
     used to be the result, or worse, one that a replay's own stall "reproduced".  A stuck rank
-    sleeps in a wait: no CPU, not runnable.  A slowed one runs, or waits to run.  So when the
+    sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
+    disk.  So when the
     deadline comes and ranks have not returned, they are looked at over the last
     :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the timeout;
     idle ones are stuck, and the case is a hang as before (one that sleeps costs no more than

@@ -7,6 +7,9 @@ timeout plus a few seconds, and the very next correct case must pass on the heal
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -22,6 +25,7 @@ from harness.options import PATIENCE
 from harness.pool import Pool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, read_ledger, read_slot
+from harness.rankset import usage
 from harness.stacks import user_frames
 
 TIMEOUT_S = 2.0
@@ -112,6 +116,17 @@ def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool)
     assert spinning.fault == "hang" and TIMEOUT_S * PATIENCE <= elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
     assert f"still busy after {TIMEOUT_S * PATIENCE:.0f}" in spinning.describe_fault(), spinning.describe_fault()
     assert "in spins_rank1" in spinning.describe_fault()
+
+
+def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
+    working = usage(os.getpid())  # this thread, reading /proc, is running
+    assert working is not None and working[1] and working[0] > 0
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as sleeper:
+        time.sleep(1.0)  # past its start-up
+        asleep = usage(sleeper.pid)
+        sleeper.kill()
+    assert asleep is not None and not asleep[1]
+    assert usage(2**22 + 1) is None  # no such process
 
 
 def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: Pool) -> None:
