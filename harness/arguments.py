@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from harness import files, options, profile_names
 from harness.contract import parse_kwarg
 from harness.errors import UsageError
-from harness.options import DEFAULT_TIMEOUT_S, positive_float, positive_int
+from harness.options import DEFAULT_TIMEOUT_S, positive_float, positive_int, timeout_help
 
 PROG = "python -m harness"
 #: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a
@@ -106,8 +106,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also probe out-of-contract input; slow, as equal-only variants hang on ragged "
                              "input by design (default: --no-probe-misuse)")
     parser.add_argument("--timeout", type=positive_float, default=REPORT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per case: a rank still running after this long is a hang "
-                             f"(default: {REPORT_TIMEOUT_S:g})")
+                        help=timeout_help(REPORT_TIMEOUT_S))
     parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
 
 
@@ -129,7 +128,7 @@ def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("--on-cpu", action="store_true",
                         help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
     replay.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per case: a rank still running after this long is a hang (default: {DEFAULT_TIMEOUT_S:g})")
+                        help=timeout_help(DEFAULT_TIMEOUT_S))
     replay.set_defaults(run=command("harness.fuzz", "run_replay_command"))
 
 

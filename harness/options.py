@@ -25,6 +25,12 @@ from harness.errors import UsageError
 DEFAULT_TIMEOUT_S = 10.0
 #: How many times its timeout a case whose ranks are still busy may take (:class:`harness.rankset.Watch`).
 PATIENCE = 5.0
+
+
+def timeout_help(default: float) -> str:
+    """What ``--timeout`` means, in every command that takes it."""
+    return (f"per case: ranks not back after this long and idle (asleep in a wait) are a hang; busy ones get up to "
+            f"{PATIENCE:g}x as long (default: {default:g})")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)([smh]?)")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -137,8 +143,7 @@ OPTIONS: tuple[Option, ...] = (
            type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False),
     Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
            fixture=True, plugin_default="0"),
-    Option("timeout", f"per case: ranks not back after this long and idle (asleep in a wait) are a hang; busy ones get up to "
-           f"{PATIENCE:g}x as long (default: {DEFAULT_TIMEOUT_S:g})",
+    Option("timeout", timeout_help(DEFAULT_TIMEOUT_S),
            DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True),
     Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
            choices=tuple(profile_names.WORLD_SIZES), plugin=False),
