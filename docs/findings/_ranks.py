@@ -95,6 +95,17 @@ def print_outcomes(results):
     return reproduced
 
 
+def print_verdicts(results, line, indent=""):
+    """Print every verdict of the ranks that reported ``{name: "OK" or what went wrong}``, one
+    ``line(rank, name, verdict)`` each; True when some verdict was not OK or some rank did not report."""
+    reproduced = any(status != "ok" for status, _ in results.values())
+    for rank, verdicts in reported(results, indent=indent):
+        for name, verdict in verdicts.items():
+            print(line(rank, name, verdict))
+            reproduced |= verdict != "OK"
+    return reproduced
+
+
 def lacking(*names):
     """Which of ``names`` ("torch.distributed.all_gather_single", "module:Class.attr") this torch lacks."""
     absent = []

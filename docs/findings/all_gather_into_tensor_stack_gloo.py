@@ -11,7 +11,7 @@ Run: timeout 60 python docs/findings/all_gather_into_tensor_stack_gloo.py   (exi
 import sys
 
 import torch
-from _ranks import conclude, launch, reported  # the shared launcher, beside this script
+from _ranks import conclude, launch, print_verdicts  # the shared launcher, beside this script
 
 
 def work(rank, world):
@@ -41,12 +41,8 @@ def work(rank, world):
 def main():
     print(f"torch {torch.__version__}, backend gloo, 2 ranks, x = arange(3) + 10 * rank")
     res = launch(work, 2)
-    reproduced = any(status != "ok" for status, _ in res.values())
-    for rank, value in reported(res):
-        for name, verdict in value.items():
-            print(f"rank {rank}: {name:55s} expected OK, actual: {verdict}")
-            reproduced |= verdict != "OK"
-    return conclude(reproduced)
+    return conclude(print_verdicts(res, lambda rank, name, verdict: f"rank {rank}: {name:55s} expected OK, "
+                                                                    f"actual: {verdict}"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ Run: timeout 90 python docs/findings/gloo_reduce_scatter_tensor_op_ignored.py   
 import sys
 
 import torch
-from _ranks import conclude, launch, reported  # the shared launcher, beside this script
+from _ranks import conclude, launch, print_verdicts  # the shared launcher, beside this script
 
 OPS = ("SUM", "MAX", "MIN", "PRODUCT")
 
@@ -41,14 +41,9 @@ def work(rank, world):
 
 def main():
     print(f"torch {torch.__version__}, backend gloo, 2 ranks, x = [1, 2, 3, 4] + 10*rank, slots of 2")
-    reproduced = False
     results = launch(work, 2, timeout=40.0)
-    reproduced |= any(status != "ok" for status, _ in results.values())
-    for rank, verdicts in reported(results, indent="   "):
-        for name, verdict in verdicts.items():
-            print(f"   rank {rank}: op={name}: {verdict}")
-            reproduced |= verdict != "OK"
-    return conclude(reproduced)
+    return conclude(print_verdicts(results, lambda rank, name, verdict: f"   rank {rank}: op={name}: {verdict}",
+                                   indent="   "))
 
 
 if __name__ == "__main__":
