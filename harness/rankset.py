@@ -86,11 +86,10 @@ class Watch:
     takes milliseconds can miss a timeout of seconds, and a "hang" that no replay brings back
     used to be the result, or worse, one that a replay's own stall "reproduced".  A stuck rank
     sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
-    disk.  So when the
-    deadline comes and ranks have not returned, they are looked at over the last
-    :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the timeout;
-    idle ones are stuck, and the case is a hang as before (one that sleeps costs no more than
-    its timeout).
+    disk.  So when the deadline comes and ranks have not returned, they are looked at over the
+    last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
+    timeout; idle ones are stuck, and the case is a hang as before (one that sleeps costs no
+    more than its timeout).
     """
 
     def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout: float) -> None:
