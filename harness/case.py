@@ -183,6 +183,10 @@ class Case:
         """The groups that gather: ``groups``, or the whole world as one."""
         return self.groups or (tuple(range(self.world_size)),)
 
+    def groups_text(self) -> str:
+        """The group layout as case lines show it: ``{1,3}+{0}``."""
+        return "+".join("{" + ",".join(map(str, group)) + "}" for group in self.groups)
+
     def members(self, rank: int) -> tuple[int, ...]:
         """The global ranks of ``rank``'s group in slot (group rank) order; ``()`` for an idle rank."""
         return next((group for group in self.layout() if rank in group), ())
@@ -259,7 +263,7 @@ class Case:
         if self.output != "tensor":
             head += f" output={self.output}"
         if self.groups:
-            head += " groups=" + "+".join("{" + ",".join(map(str, group)) + "}" for group in self.groups)
+            head += " groups=" + self.groups_text()
         if self.world_group:
             head += " group=WORLD"
         grad = self.grad != "none"

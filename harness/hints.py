@@ -42,7 +42,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output)
     request = RunRequest(case=case, target=target, call=convention.call, detect=True, declared=convention.output,
                          requires_grad=True)
-    outcome = pool.rank_set(case.backend, case.device, case.world_size).run(request, timeout)
+    outcome = pool.run_request(request, timeout)
     pool.forget_state(case)
     results = [res for res in outcome.results if res is not None and not res.idle]
     if outcome.fault or outcome.errors or not results or not all(res.output_requires_grad for res in results):

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from harness import files, forkserver
 from harness.case import Case
 from harness.conventions import Call
-from harness.errors import PoolError
+from harness.errors import PoolError, RankCallFailed
 from harness.faults import Outcome
 from harness.machine import check_devices, local_world_size_limit, too_many_ranks
 from harness.options import DEFAULT_TIMEOUT_S
@@ -53,9 +53,33 @@ class RankSets:
         check_grad = case.grad != "none" if check_grad is None else check_grad
         request = RunRequest(case=case, target=target, call=call or Call(), check_grad=check_grad, repeat=repeat,
                              detect=detect, declared=declared)
-        rank_set = self.rank_set(case.backend, case.device, case.world_size)
+        return self.run_request(request, timeout, diagnose=diagnose, meanwhile=meanwhile)
+
+    def run_request(self, request: RunRequest, timeout: float | None = None, *, diagnose: bool = True,
+                    meanwhile: Callable[[], None] | None = None) -> Outcome:
+        """Run ``request`` on a warm set with its case's process groups made (:meth:`RankSet.run`)."""
+        rank_set = self.set_with_groups(request.case)
         return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose,
                             meanwhile=meanwhile)
+
+    def set_with_groups(self, case: Case) -> RankSet:
+        """The warm set for ``case`` once every rank has made its process groups.
+
+        Ranks that do not make them (:meth:`RankSet.make_groups`) are replaced and asked again,
+        once, as a start that failed is: the harness's own trouble is never the target's
+        finding, and a second failure is the :class:`PoolError`.
+        """
+        rank_set = self.rank_set(case.backend, case.device, case.world_size)
+        try:
+            rank_set.make_groups(case)
+            return rank_set
+        except RankCallFailed:
+            rank_set = self.rank_set(case.backend, case.device, case.world_size)  # the failed set was dropped
+        try:
+            rank_set.make_groups(case)
+        except RankCallFailed as again:
+            raise PoolError(f"{again} (the second try, on fresh ranks; the first failed too)") from None
+        return rank_set
 
     def forget_state(self, case: Case) -> None:
         """After a case failed: the target's module is executed afresh before the next case on

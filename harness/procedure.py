@@ -8,8 +8,9 @@ result is right: :mod:`harness.checks` does, on the driver, and -- from the very
 sources -- inside a repro script, which embeds this module to run exactly what the harness ran.
 
 Group layouts: every rank of the world creates every group of the case's layout, in the
-layout's order (``new_group`` is collective over the world), once per rank process; an idle
-rank then returns at once, a member calls the target with its group.  A case without a
+layout's order (``new_group`` is collective over the world), once per rank process and before
+the case runs (:func:`make_groups`); an idle rank then returns at once, a member calls the
+target with its group.  A case without a
 layout passes the world group to a target that requires one, or to one whose group is
 optional when the case says so (``Case.world_group``).
 
@@ -112,19 +113,27 @@ class RankResult:
 _GROUPS: dict[tuple[int, ...], Any] = {}
 
 
-def group_for(case: Case, rank: int) -> Any:
-    """This rank's process group for ``case`` (``None``: no group is passed), creating the layout's groups.
+def make_groups(layout: tuple[tuple[int, ...], ...]) -> None:
+    """Create every process group of ``layout`` this rank process has not created yet, in order.
 
-    Every rank creates every group of the layout in order, so ranks never disagree on which
-    ``new_group`` call comes next; groups are kept for later cases of this process.  A group
-    spanning the whole world is the world group itself.
+    Every rank of the world runs this for the same layouts in the same order, so ranks never
+    disagree on which ``new_group`` call comes next; groups are kept for later cases.  A group
+    spanning the whole world is the world group itself.  The controller has every rank run it
+    before a case (its own wait, not the target's ``--timeout``): making a group is the
+    harness's work, and a slow one must not read as the target hanging.
     """
-    if not case.groups:
-        return None
     world = tuple(range(dist.get_world_size()))
-    for members in case.groups:
+    for members in layout:
         if members not in _GROUPS:
             _GROUPS[members] = dist.group.WORLD if members == world else dist.new_group(list(members))
+
+
+def group_for(case: Case, rank: int) -> Any:
+    """This rank's process group for ``case`` (``None``: no group is passed), made first if need be
+    (a repro script, which has no controller to make it before)."""
+    if not case.groups:
+        return None
+    make_groups(case.groups)
     return _GROUPS.get(case.members(rank))
 
 

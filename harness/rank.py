@@ -227,14 +227,27 @@ def group_sequences() -> dict[str, tuple[tuple[int, ...], int]] | None:
     went on alone (gloo completes a gather of empty tensors without its peers) has used up a
     collective tag its peers have not, and the next collective on that group would hang.
     ``None`` when this torch or backend does not say: the controller then assumes the worst.
+
+    One more entry, :data:`GROUPS_MADE`, counts the groups this rank has made (torch numbers
+    them, and names each by its number): a target that makes a group on its members only
+    leaves an idle rank behind, and the next ``new_group`` would name one group two ways and
+    wait forever.
     """
     try:
         world = dist.distributed_c10d._world
         groups, names = dict(world.pg_group_ranks), world.pg_names
-        return {names[pg]: (tuple(sorted(ranks)), _issued(pg)) for pg, ranks in groups.items()
-                if isinstance(pg, dist.ProcessGroup)}  # not a member: torch keys such a group by a sentinel int
+        sequences: dict[str, tuple[tuple[int, ...], int]] = {
+            str(names[pg]): (tuple(sorted(ranks)), _issued(pg)) for pg, ranks in groups.items()
+            if isinstance(pg, dist.ProcessGroup)}  # not a member: torch keys such a group by a sentinel int
+        if dist.is_initialized():
+            sequences[GROUPS_MADE] = (tuple(range(dist.get_world_size())), world.group_count)
+        return sequences
     except (AttributeError, KeyError, RuntimeError):
         return None
+
+
+#: The entry of :func:`group_sequences` that counts the groups a rank has made.
+GROUPS_MADE = "(groups made)"
 
 
 def _issued(group: dist.ProcessGroup) -> int:

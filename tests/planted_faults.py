@@ -182,3 +182,32 @@ def probe_dies_once(device: str = "cpu") -> dict:
 
     return measure_capabilities(device)
 
+
+
+def makes_a_group_per_call(x: torch.Tensor, dim: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """A correct gather over ``group`` that first makes a process group of its members, on every
+    call, as gathers that build one per call do: a rank idle in a case never calls it, so it
+    falls behind its peers in torch's count of groups made (which names the next group)."""
+    dist.new_group(dist.get_process_group_ranks(group) if group is not None else None)
+    return all_gather_ragged(x, dim, group=group)
+
+
+def groups_made_slowly_on_rank1(seconds: float) -> None:
+    """Rank 1 sleeps ``seconds`` before it makes each process group from now on (a stand-in for a
+    group whose connections are slow to come up): the harness's own step, not the target's."""
+    _on_rank_one(lambda: _patch_new_group(lambda: time.sleep(seconds)))
+
+
+def groups_fail_on_rank1() -> None:
+    """Rank 1 cannot make a process group from now on (as a rank whose connections broke)."""
+    _on_rank_one(lambda: _patch_new_group(lambda: _raise(RuntimeError("planted: cannot make a group"))))
+
+
+def _patch_new_group(first) -> None:
+    real = dist.new_group
+
+    def new_group(*args, **kwargs):
+        first()
+        return real(*args, **kwargs)
+
+    dist.new_group = new_group

@@ -19,6 +19,7 @@ from harness import hints
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import Contract
+from harness.conventions import Call
 from harness.faults import in_step
 from harness.finding import finding_of
 from harness.options import PATIENCE
@@ -116,6 +117,41 @@ def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool)
     assert spinning.fault == "hang" and TIMEOUT_S * PATIENCE <= elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
     assert f"still busy after {TIMEOUT_S * PATIENCE:.0f}" in spinning.describe_fault(), spinning.describe_fault()
     assert "in spins_rank1" in spinning.describe_fault()
+
+
+#: A correct gather over a group, called as ``target(x, dim, group=group)``.
+WITH_GROUP = "examples.with_group:gather"
+GROUP_CALL = Call(name="gather", positional=(("dim", "dim"),), keywords=(("group", "group"),), group_optional=True)
+
+
+def test_making_a_case_s_groups_is_the_harness_s_wait_not_the_target_s(fault_pool: Pool) -> None:
+    """A group slow to come up (rank 1 asleep for longer than the timeout before it makes one)
+    is waited for apart from the case: no hang is charged to the target."""
+    case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
+    fault_pool.call(3, "tests.planted_faults:groups_made_slowly_on_rank1", TIMEOUT_S + 1.5)
+    outcome = fault_pool.run(case, WITH_GROUP, call=GROUP_CALL)
+    assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
+
+
+def test_ranks_that_cannot_make_the_groups_are_replaced_not_blamed(fault_pool: Pool) -> None:
+    case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 2), (1,)))
+    fault_pool.call(3, "tests.planted_faults:groups_fail_on_rank1")
+    failing = fault_pool.existing("gloo", "cpu", 3)
+    outcome = fault_pool.run(case, WITH_GROUP, call=GROUP_CALL)
+    assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
+    assert failing is not None and failing.broken and fault_pool.existing("gloo", "cpu", 3) is not failing
+
+
+def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(fault_pool: Pool) -> None:
+    """Rank 2, idle, makes one group fewer than ranks 0 and 1: the set is dropped, or the next
+    layout's ``new_group`` would name a group two ways and never return."""
+    first = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
+    outcome = fault_pool.run(first, "tests.planted_faults:makes_a_group_per_call", call=GROUP_CALL)
+    assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
+    assert fault_pool.existing("gloo", "cpu", 3) is None, "ranks that disagree on the groups made were kept"
+    second = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((1, 2),))
+    outcome = fault_pool.run(second, WITH_GROUP, call=GROUP_CALL)
+    assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
 
 
 def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
