@@ -74,10 +74,10 @@ class Finding:
     def warning(self) -> str:
         """Why an unattributed finding (see :meth:`attributed`) is not counted, in one line."""
         _, run = self.replays
+        after = f", nor after the {len(self.seen_after)} case(s) that had run before it" if self.seen_after else ""
         return (f"a {self.kind} on {self.case.describe()} during the search is not counted: it never came back in "
-                f"{run} replays alone on fresh ranks, nor after the {len(self.seen_after)} case(s) that had run "
-                f"before it, so nothing shows it is the target's (a busy machine can stall or kill a rank); "
-                f"rerun with a larger --timeout to look again")
+                f"{run} replays alone on fresh ranks{after}, so nothing shows it is the target's (a busy machine "
+                f"can stall or kill a rank); rerun with a larger --timeout to look again")
 
     def notes(self) -> list[str]:
         """What the search and the confirmation learned, one line each, for the report."""
@@ -90,8 +90,9 @@ class Finding:
         elif self.status == "intermittent":
             lines.append(f"intermittent: failed again in {failed} of {run} replays alone on fresh ranks")
         elif self.status == "not reproduced":
-            lines.append(f"not reproduced: passed in {run} replays alone on fresh ranks and after the "
-                         f"{len(self.seen_after)} case(s) that ran before it; {self._why_not_reproduced()}")
+            after = f" and after the {len(self.seen_after)} case(s) that ran before it" if self.seen_after else ""
+            lines.append(f"not reproduced: passed in {run} replays alone on fresh ranks{after}; "
+                         f"{self._why_not_reproduced()}")
         if self.condition:
             lines.append(self.condition)
         if self.found_by:
