@@ -10,9 +10,8 @@ sources -- inside a repro script, which embeds this module to run exactly what t
 Group layouts: every rank of the world creates every group of the case's layout, in the
 layout's order (``new_group`` is collective over the world), once per rank process and before
 the case runs (:func:`make_groups`); an idle rank then returns at once, a member calls the
-target with its group.  A case without a
-layout passes the world group to a target that requires one, or to one whose group is
-optional when the case says so (``Case.world_group``).
+target with its group.  A case without a layout passes the world group to a target that
+requires one, or to one whose group is optional when the case says so (``Case.world_group``).
 
 This module is embedded in repro scripts: it imports only torch, the standard library and
 the other embedded modules (``case``, ``conventions``), relatively.
