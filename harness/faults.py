@@ -93,6 +93,11 @@ class Outcome:
         return [r for r in self.results if r is not None and r.error]
 
     @property
+    def unchecked(self) -> bool:
+        """Whether some rank ran operations the ledgers could not compare (``RankResult.unrecorded``)."""
+        return any(r is not None and r.unrecorded for r in self.results)
+
+    @property
     def leaks(self) -> list[str]:
         """What the target left behind on each rank (threads, open files); the set was replaced for it."""
         return [f"{leak} on rank {r.rank}" for r in self.results if r is not None for leak in r.leaked]

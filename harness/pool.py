@@ -81,6 +81,22 @@ class RankSets:
             raise PoolError(f"{again} (the second try, on fresh ranks; the first failed too)") from None
         return rank_set
 
+    def after_failure(self, outcome: Outcome) -> None:
+        """After a case that failed without a fault: what the next case on its ranks must not inherit.
+
+        Collectives the ledgers recorded were compared between ranks, so a failing case that ran
+        only those leaves its groups in step, and re-executing the target's module is enough
+        (:meth:`forget_state`).  Any other operation (a functional collective, one torch runs
+        inside) may have moved a different size on each rank: the byte counts disagree and the
+        rest stays on the connection, where a later, unrelated case stalls on it (seen: DTensor
+        on out-of-contract shards, then a hang of an all-empty case on the same ranks).  Those
+        ranks are replaced (:meth:`fresh`).
+        """
+        if outcome.unchecked:
+            self.fresh(outcome.case)
+        else:
+            self.forget_state(outcome.case)
+
     def forget_state(self, case: Case) -> None:
         """After a case failed: the target's module is executed afresh before the next case on
         these ranks, so state it keeps between calls cannot decide the next verdict."""

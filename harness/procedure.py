@@ -98,6 +98,10 @@ class RankResult:
     error_type: str | None = None
     error_phase: str | None = None
     collectives: list[str] = field(default_factory=list)
+    #: Operations the backend counted in this case beyond the recorded ``collectives``
+    #: (functional collectives, ones autograd or a helper issues inside torch): the ledger
+    #: could not compare their payloads between ranks.
+    unrecorded: int = 0
     bytes_sent: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     leaked: list[str] = field(default_factory=list)

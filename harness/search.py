@@ -333,7 +333,7 @@ class _Session:
         self.progress.seen.append((outcome.case, violations[0].property if violations else None))
         self.notes += [note for note in outcome_notes(outcome) if note not in self.notes]
         if violations and not outcome.fault:
-            self.pool.forget_state(outcome.case)  # the next verdict must not rest on what this call left
+            self.pool.after_failure(outcome)  # the next verdict must not rest on what this call left
         if self.on_example is not None:
             self.on_example(self.progress)
         return violations
@@ -491,7 +491,7 @@ class _Session:
                                     timeout=self.config.timeout)
             violations = check_misuse(outcome) if out_of_contract else check_outcome(outcome, bits=self.bits)
             if violations and not outcome.fault:
-                self.pool.forget_state(case)
+                self.pool.after_failure(outcome)
             return violations
 
         return replay

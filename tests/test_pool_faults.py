@@ -154,6 +154,32 @@ def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(f
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
 
 
+def test_ranks_that_failed_with_unchecked_collectives_are_replaced_not_kept(fault_pool: Pool) -> None:
+    """DTensor on shards out of its contract moves different sizes on each rank through functional
+    collectives the ledgers cannot compare; kept ranks (module re-executed, as before) then hung
+    on the next, all-empty case, every time (the report's 'not counted' hang on torch 2.15)."""
+    target = "harness.variants.torch_paths:dtensor_redistribute_uneven"
+    call = Call(name="dtensor_redistribute_uneven", positional=(("dim", "dim"),), keywords=(("group", "group"),),
+                group_optional=True)
+    for ranks in [(RankSpec((36,)), RankSpec((0,), values="padding")), (RankSpec((36,)), RankSpec((0,)))]:
+        failing = fault_pool.run(Case(ranks=ranks, grad="local"), target, call=call)
+        assert failing.fault is None and failing.unchecked and check_outcome(failing), failing
+        fault_pool.after_failure(failing)
+        assert fault_pool.existing("gloo", "cpu", 2) is None, "ranks that moved unchecked payloads were kept"
+    empty = fault_pool.run(Case(ranks=(RankSpec((0,)), RankSpec((0,))), grad="local"), target, call=call)
+    assert empty.fault is None and check_outcome(empty) == [], empty.describe_fault() if empty.fault else empty
+
+
+def test_a_failing_case_of_recorded_collectives_keeps_its_ranks(fault_pool: Pool) -> None:
+    """Every collective of ``adds_one`` is recorded and compared: its ranks stay, the target's
+    module is executed afresh."""
+    failing = fault_pool.run(RAGGED, "tests.planted_faults:adds_one")
+    assert check_outcome(failing) and not failing.unchecked, failing
+    kept = fault_pool.existing("gloo", "cpu", 3)
+    fault_pool.after_failure(failing)
+    assert kept is not None and fault_pool.existing("gloo", "cpu", 3) is kept and kept.reload_next
+
+
 def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
     working = usage(os.getpid())  # this thread, reading /proc, is running
     assert working is not None and working[1] and working[0] > 0
