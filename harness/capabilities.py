@@ -94,7 +94,7 @@ def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities
             continue
         if not first.error:
             return Capabilities(backend, device, torch.__version__, first.value)
-        why = f"rank {first.rank} raised {(first.error or '').strip().splitlines()[-1]}"
+        why = f"rank {first.rank} raised {first.error_line()}"
     raise PoolError(f"the capability probe of {backend}/{device} failed {TRIES} times, each on fresh ranks "
                     f"(last: {why}); nothing was checked: run the command again, and if it fails the same way, "
                     f"report it with this line")

@@ -347,10 +347,9 @@ def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
 
 
 def _raised(result: RankResult) -> Violation:
-    last_line = (result.error or "").strip().splitlines()[-1] if result.error else ""
     prop = _PHASE_PROPERTY.get(result.error_phase or "forward", "values")
-    return Violation(prop, "exception", result.rank,
-                     f"rank {result.rank} raised in the {result.error_phase}: {last_line}\n{_indent(result.error or '')}")
+    return Violation(prop, "exception", result.rank, f"rank {result.rank} raised in the {result.error_phase}: "
+                                                     f"{result.error_line()}\n{_indent(result.error or '')}")
 
 
 #: Where a stability comparison looked, as messages say it.

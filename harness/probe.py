@@ -78,7 +78,7 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
     results = _import_on_ranks(pool, target, contract)
     result = next((res for res in results if res.error), results[0])
     if result.error:
-        reason = (result.error or "").strip().splitlines()[-1].partition(": ")[2]
+        reason = result.error_line().partition(": ")[2]
         if result.error_type == "Misfit":
             raise Misfit(f"target {target!r}: {reason}")
         if result.error_type == "TargetError":
@@ -176,7 +176,7 @@ def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
     case = outcome.case
     inferred = " and ".join(call.inferred)
     errors = outcome.errors
-    what = (f"rank {errors[0].rank} raised {(errors[0].error or '').strip().splitlines()[-1]}" if errors
+    what = (f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors
             else f"it ended in a {outcome.fault}")
     return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
             f"{inferred} was inferred ({call.signature} names no such parameter), so this is not a finding: wrap it in "

@@ -110,6 +110,10 @@ class RankResult:
     #: operations the rank has issued on it; ``None`` where the backend does not say.
     sequences: dict[str, tuple[tuple[int, ...], int]] | None = None
 
+    def error_line(self) -> str:
+        """The last line of ``error``: the exception as ``Type: message`` (``""`` without one)."""
+        return self.error.strip().splitlines()[-1] if self.error else ""
+
 
 # -- groups ----------------------------------------------------------------------------------------
 

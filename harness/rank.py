@@ -193,7 +193,7 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
     """Run the target on this rank's part of the case (:func:`harness.procedure.run_case`)."""
     log.reset()
     rank = dist.get_rank()
-    issued_before = _issued_in_all()
+    issued_before = _issued_in_all(group_sequences())
     try:
         target = targets.load(request.target, fresh=request.reload)
     except BaseException as exc:  # a target that cannot be loaded here is this case's failure
@@ -201,9 +201,9 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
     else:
         result = run_case(request, rank, target, case_device(request.case.device))
     result.collectives = list(log.entries)
-    result.unrecorded = max(0, _issued_in_all() - issued_before - len(log.entries))
     result.bytes_sent = log.bytes_sent
     result.sequences = group_sequences()
+    result.unrecorded = max(0, _issued_in_all(result.sequences) - issued_before - len(log.entries))
     return result
 
 
@@ -252,10 +252,10 @@ def group_sequences() -> dict[str, tuple[tuple[int, ...], int]] | None:
 GROUPS_MADE = "(groups made)"
 
 
-def _issued_in_all() -> int:
-    """The operations this rank has issued on all its groups so far (0 where torch does not say)."""
-    sequences = group_sequences() or {}
-    return sum(count for name, (_, count) in sequences.items() if name != GROUPS_MADE)
+def _issued_in_all(sequences: dict[str, tuple[tuple[int, ...], int]] | None) -> int:
+    """The operations issued on all of a rank's groups, from its :func:`group_sequences` (0 where
+    torch does not say)."""
+    return sum(count for name, (_, count) in (sequences or {}).items() if name != GROUPS_MADE)
 
 
 def _issued(group: dist.ProcessGroup) -> int:

@@ -340,7 +340,7 @@ class RankSet:
             return
         what = f"making the process groups {case.groups_text()} on a {self.backend}/{self.device} set of {self.world_size}"
         results = self.call(MAKE_GROUPS, (case.groups,), GROUP_SETUP_S)
-        failed = [f"rank {res.rank} raised {(res.error or '').strip().splitlines()[-1]}" for res in results if res.error]
+        failed = [f"rank {res.rank} raised {res.error_line()}" for res in results if res.error]
         if failed or self.broken:  # broken: the ranks came back disagreeing on the groups made
             raise RankCallFailed(what, "; ".join(failed) or "the ranks disagree on the groups made", died=False)
         self.groups.update(case.groups)

@@ -345,7 +345,7 @@ class RemotePool(RankSets):
         results = ranks.call(rank_calls.address(rank_calls.join_group), args, JOIN_TIMEOUT_S)
         failed = [res for res in results if res is None or res.error]
         if failed:
-            reason = (failed[0].error or "").strip().splitlines()[-1] if failed[0] is not None else "a rank died"
+            reason = failed[0].error_line() if failed[0] is not None else "a rank died"
             raise PoolError(f"the torchrun job's ranks could not form a {self.backend}/{self.device} group: {reason}")
 
 

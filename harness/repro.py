@@ -264,7 +264,7 @@ def run_rank(rank: int, world: int) -> int:
         harness.procedure.run_case(request(harness, before, call, earlier["repeat"]), rank, target, device)
     result = harness.procedure.run_case(request(harness, case, call, REPEAT), rank, target, device)
     if OUT_OF_CONTRACT and result.error and result.error_phase == "forward":
-        say(f"rank {rank}: raised, as it should out of contract: {result.error.strip().splitlines()[-1]}")
+        say(f"rank {rank}: raised, as it should out of contract: {result.error_line()}")
         return RAISED
     if OUT_OF_CONTRACT:
         violations = [] if result.idle else harness.checks.check_misuse_result(case, result)
