@@ -20,6 +20,7 @@ the dtype at ``x``, the allowed absolute error of each gradient element is::
     local                        0                      (a copy: must be exact)
     sum    (W-1)·eps·A        + ½·ulp(exact)
     mean   ((W-1)·eps·A + eps·A)/W + ½·ulp(exact)  =  eps·A + ½·ulp(exact)
+    one term over W = 2^k        ½·ulp(exact)           (the adjoint of a mean: one rounding at most)
 
 Why: recursive summation of W floats, in *any* order or tree, errs by at most
 γ_{W-1}·A with γ_k = k·u/(1-k·u) and u = eps/2 the unit roundoff.  (W-1)·eps·A is
@@ -41,7 +42,8 @@ The bound is 0 wherever the result is exact whatever the order:
   A <= 2^p: always for W <= 8 (A <= 32), and up to W = 64 (A <= 256) for every dtype.  The rule is checked on the data, not
   assumed from the recipe name, so it stays right if a recipe changes;
 - ``mean`` at such elements when W is a power of two: dividing integers by 2^k is exact
-  too.  For other W the division rounds, and the float rule applies.
+  too, and so is dividing one term (the adjoint of a mean) unless the quotient falls
+  among the subnormals.  For other W the division rounds, and the float rule applies.
 
 Complex dtypes add real and imaginary parts separately, so the rule is applied to each
 part with the eps of the component dtype (complex64: float32's); ``bound`` holds the larger
@@ -178,9 +180,12 @@ def _bounded(terms: torch.Tensor, divisor: int, dtype: str) -> ExpectedGrad:
     exact = _fsum(terms) / divisor
     info = torch.finfo(_part_dtype(dtype))
     total = terms.abs().sum(0)
-    scale = (terms.shape[0] - 1) * info.eps if divisor == 1 else info.eps
+    if terms.shape[0] == 1 and not divisor & (divisor - 1):
+        scale = 0.0  # one term over 2^k: at most the final rounding, where the quotient is subnormal
+    else:
+        scale = (terms.shape[0] - 1) * info.eps if divisor == 1 else info.eps
     bound = scale * total + _ulp(exact, info) / 2
-    bound[_exact_whatever_the_order(terms, total, divisor, info)] = 0.0
+    bound[_exact_whatever_the_order(terms, total, exact, divisor, info)] = 0.0
     exact_value = torch.view_as_complex(exact) if exact.shape[-1] == 2 else exact.squeeze(-1)
     return ExpectedGrad(
         exact=exact_value,
@@ -229,19 +234,23 @@ def _fsum(terms: torch.Tensor) -> torch.Tensor:
 
 
 def _exact_whatever_the_order(
-    terms: torch.Tensor, total: torch.Tensor, divisor: int, info: torch.finfo
+    terms: torch.Tensor, total: torch.Tensor, exact: torch.Tensor, divisor: int, info: torch.finfo
 ) -> torch.Tensor:
     """Where every correct evaluation order gives the exact result (see the module docstring).
 
     ``terms`` is (senders, *shape, parts), one sender for ``local`` and the adjoint
-    contracts; ``divisor`` is W for a mean, else 1.
+    contracts; ``exact`` the exact result; ``divisor`` is W for a mean, else 1.  Dividing by
+    2^k is exact only where the quotient is a value of the dtype: below its smallest normal
+    the quotient can fall between subnormals and must round (a float16 cotangent of 1.04e-4
+    over W=4), so there the bound applies.
     """
     if divisor & (divisor - 1):
         return torch.zeros_like(total, dtype=torch.bool)
+    representable = (exact.abs() >= info.tiny) | (torch.remainder(exact, info.tiny * info.eps) == 0)
     if terms.shape[0] == 1:
-        return torch.ones_like(total, dtype=torch.bool)
+        return representable
     significand_bits = 1 - round(math.log2(info.eps))
-    return (terms == terms.round()).all(0) & (total <= 2.0**significand_bits)
+    return (terms == terms.round()).all(0) & (total <= 2.0**significand_bits) & representable
 
 
 def _part_dtype(name: str) -> torch.dtype:

@@ -125,6 +125,24 @@ def test_float16_sum_in_any_order_is_within_a_nonzero_bound() -> None:
     assert not torch.all(within_bound(forward / 8, want))
 
 
+def test_a_mean_adjoint_that_rounds_into_the_subnormals_is_judged_within_a_bound() -> None:
+    """Dividing by W=4 is exact for float16 except where the quotient lands between subnormals:
+    the case a fuzz run of our reduce_scatter_mean was failed on (its gradient bit-identical to
+    the correctly rounded one), where C/4 rounded in float16 must pass and two subnormals more must not."""
+    cotangent = "ints", "floats"
+    ranks = tuple(RankSpec((204 if r == 1 else 0, 4), seed=195, cotangent=cotangent[r == 1]) for r in range(4))
+    case = Case(ranks=ranks, dtype="float16", grad="adjoint", collective="reduce-scatter", op="mean")
+    want = expected_grad(case, 0, "adjoint")
+    got = torch.cat([make_cotangent(case, r) for r in range(4)]) / 4  # float16, correctly rounded
+    rounds = (got.double() != want.exact) & (want.exact.abs() < torch.finfo(torch.float16).tiny)
+    assert rounds.any()  # the rule is exercised: some quotients fall between subnormals
+    assert torch.all(within_bound(got, want))
+    up = torch.tensor(1.0, dtype=torch.float16)
+    off = got.clone()
+    off[rounds] = torch.nextafter(torch.nextafter(got[rounds], up), up)  # two subnormals on: > ½ ulp off
+    assert not within_bound(off, want)[rounds].any()
+
+
 def test_within_bound_rejects_nan_and_takes_equal_values() -> None:
     exact = torch.tensor([1.0, float("inf"), float("nan"), 2.0], dtype=torch.float64)
     want = ExpectedGrad(exact=exact, bound=torch.zeros(4, dtype=torch.float64), in_dtype=exact.float())
