@@ -198,7 +198,7 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         record_error(result, exc, phase)
     finally:
         restore_globals()
-        result.leaked = _leaks(baseline)
+        result.leaked = _leaks(baseline) + _device_left_broken(device)
     return result
 
 
@@ -311,6 +311,19 @@ def _leaks(baseline: tuple[int, int]) -> list[str]:
     if fds > baseline[1]:
         leaked.append(f"{fds - baseline[1]} file descriptor(s) left open")
     return leaked
+
+
+def _device_left_broken(device: str) -> list[str]:
+    """A CUDA error is sticky: after a kernel faults (a device-side assert, an illegal address)
+    every later CUDA call in the process fails, so a rank whose device no longer synchronizes
+    must not run the next case, where its error would be put down to another target."""
+    if not device.startswith("cuda"):
+        return []
+    try:
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - any error here means the device is unusable
+        return [f"the CUDA device unusable ({' '.join(str(exc).split())[:200]})"]
+    return []
 
 
 def _open_fds() -> int:

@@ -26,6 +26,26 @@ def _on_rank_one(action) -> None:
         action()
 
 
+def _on_last_rank(action) -> None:
+    """The last rank: the only one at W=1, the one world size NCCL has on one GPU."""
+    if dist.get_rank() == dist.get_world_size() - 1:
+        action()
+
+
+def hang_last_rank(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last rank gathers, then waits for an event nobody sets: a hang at any world size."""
+    out = correct(x, dim)
+    _on_last_rank(lambda: threading.Event().wait())
+    return out
+
+
+def segfault_last_rank(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last rank gathers, then dereferences NULL: a crash at any world size."""
+    out = correct(x, dim)
+    _on_last_rank(lambda: ctypes.string_at(0))
+    return out
+
+
 def hang_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 never returns (sleeps), so the others block in the gather."""
     _on_rank_one(lambda: time.sleep(10_000))

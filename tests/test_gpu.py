@@ -65,6 +65,30 @@ def test_cpu_tensors_to_nccl_are_a_reported_failure_and_the_pool_heals(pool: Poo
     assert healed.fault is None and check_outcome(healed) == []
 
 
+#: A planted fault on the last rank (the only one under nccl on one GPU), what it must be reported
+#: as, and the function its stack or traceback must name.
+NCCL_FAULTS = [
+    ("tests.planted_faults:hang_last_rank", "hang", "in hang_last_rank"),
+    ("tests.planted_faults:segfault_last_rank", "crash", "segfault_last_rank"),
+    ("tests.gpu_gathers:device_assert_last_rank", "exception", "device_assert_last_rank"),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("target, kind, named", NCCL_FAULTS, ids=[kind for _, kind, _ in NCCL_FAULTS])
+def test_a_fault_under_nccl_is_reported_with_its_stack_and_the_pool_heals(pool: Pool, target: str, kind: str,
+                                                                          named: str) -> None:
+    """A hang, a crash and a device-side assert (which leaves the CUDA context unusable for good):
+    each is reported as what it is, naming the planted frame, and the next case on the pool passes."""
+    outcome = pool.run(nccl_case(), target, timeout=5.0)
+    violations = check_outcome(outcome)
+    assert kind in {v.kind for v in violations}, violations
+    told = outcome.describe_fault() if outcome.fault else " ".join(r.error for r in outcome.errors)
+    assert named in told, told
+    healed = pool.run(nccl_case(), DEVICE_RAGGED, timeout=30.0)
+    assert healed.fault is None and check_outcome(healed) == [], check_outcome(healed)
+
+
 def test_nccl_needs_a_gpu_per_rank() -> None:
     """Runs everywhere: the pool refuses a set the machine cannot host, naming the reason."""
     count = torch.cuda.device_count()
