@@ -108,6 +108,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=positive_float, default=REPORT_TIMEOUT_S, metavar="SECONDS",
                         help=timeout_help(REPORT_TIMEOUT_S))
     parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
+    options.add_some_to_parser(parser, ("backend", "device", "world_sizes"), {
+        "world_sizes": "check every variant at these world sizes (default: each variant's own; with --backend nccl, "
+                       "capped at the GPUs torch sees)"})
 
 
 def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:

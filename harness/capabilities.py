@@ -33,6 +33,9 @@ class Capabilities:
     device: str
     torch_version: str
     cells: dict[tuple[str, str], str]
+    #: The ranks it was measured on: 1 for nccl on one GPU, where a collective may not reach the
+    #: backend's own checks (nccl's reduce_scatter_tensor of one rank takes int16), else 2.
+    world_size: int = 2
 
     def supports(self, dtype: str, op: str = "all_gather") -> bool:
         return self.cells.get((dtype, op)) == "ok"
@@ -52,7 +55,8 @@ class Capabilities:
     def table(self) -> str:
         """A fixed-width matrix: one row per dtype, one column per op."""
         width = max(len(op) for op in OPS)
-        lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({MEASURE_WORLD_SIZE} ranks)",
+        ranks = f"{self.world_size} rank{'s' if self.world_size > 1 else ''}"
+        lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({ranks})",
                  "dtype".ljust(14) + " ".join(op.ljust(width) for op in OPS)]
         for dtype in PROBED_DTYPES:
             marks = ["yes" if self.supports(dtype, op) else "no" for op in OPS]
@@ -93,7 +97,7 @@ def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities
             why = str(failed)
             continue
         if not first.error:
-            return Capabilities(backend, device, torch.__version__, first.value)
+            return Capabilities(backend, device, torch.__version__, first.value, world)
         why = f"rank {first.rank} raised {first.error_line()}"
     raise PoolError(f"the capability probe of {backend}/{device} failed {TRIES} times, each on fresh ranks "
                     f"(last: {why}); nothing was checked: run the command again, and if it fails the same way, "

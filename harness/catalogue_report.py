@@ -31,6 +31,7 @@ up to its own 5-minute cap per variant (``plain_all_gather``: 305 s).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import zlib
@@ -45,6 +46,7 @@ from harness.coverage import Coverage
 from harness.errors import Exit, UsageError
 from harness.files import write_json
 from harness.finding import Finding
+from harness.machine import within_gpus
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
 from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport
@@ -136,22 +138,24 @@ def _tag(finding: Finding) -> str:
 
 def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
         timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
-        html_path: str | None = None, quiet: bool = False) -> int:
+        html_path: str | None = None, quiet: bool = False, backend: str = "gloo", device: str = "cpu",
+        world_sizes: tuple[int, int] | None = None) -> int:
     """Check the selected variants, print the table and the capability matrix; 0 if all were checked, 3 if
     the harness could not check one (its row says why: that is no verdict on the variant).
 
-    ``variants`` is a comma list of catalogue names (``None``: all); the rest are the
-    command's options (see ``python -m harness report --help``).  Each variant runs with its
+    ``variants`` is a comma list of catalogue names (``None``: all); each is checked on
+    ``backend``/``device`` at ``world_sizes`` (``None``: its own, within the GPUs for nccl); the
+    rest are the command's options (see ``python -m harness report --help``).  Each variant runs with its
     own fixed seed and no example database, so the same versions print the same table.
     """
-    specs = select(variants)
+    specs = [on_machine(spec, backend, device, world_sizes) for spec in select(variants)]
     pool = shared_pool()
     started = time.monotonic()
     rows = [check_variant(spec, pool, f"[{i}/{len(specs)}] {spec.name}: ", max_examples=max_examples,
                           probe_misuse=probe_misuse, timeout=timeout, quiet=quiet)
             for i, spec in enumerate(specs, 1)]
     elapsed = time.monotonic() - started
-    caps = capabilities.measure(pool, "gloo", "cpu")
+    caps = capabilities.measure(pool, backend, device)
     header = [column for column in HEADER if probe_misuse or column != "misuse"]
     sections = collective_sections(rows, header)
     notes = intermittent_lines(rows) + [not_checked_lines()]
@@ -234,6 +238,13 @@ def select(names: str | None) -> list[VariantSpec]:
         return [by_name(name.strip()) for name in names.split(",") if name.strip()]
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
+
+
+def on_machine(spec: VariantSpec, backend: str, device: str, world_sizes: tuple[int, int] | None) -> VariantSpec:
+    """``spec`` checked where the command asks: its claim is the same on any backend and device."""
+    sizes = world_sizes or within_gpus(spec.contract.world_sizes, backend)
+    return dataclasses.replace(spec, contract=spec.contract.with_(backends=(backend,), devices=(device,),
+                                                                   world_sizes=sizes))
 
 
 def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples: int, probe_misuse: bool,

@@ -159,12 +159,16 @@ def run_explain_command(args: argparse.Namespace, argv: list[str]) -> int:
 def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``report``: see :mod:`harness.catalogue_report`."""
     from harness import catalogue_report
+    from harness.machine import check_machine
 
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
+    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else None
+    check_machine(args.backend, args.device, world_sizes or (1, 1))
     return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
                                 timeout=args.timeout, markdown=args.markdown, json_path=args.json,
-                                html_path=args.html, quiet=args.quiet)
+                                html_path=args.html, quiet=args.quiet, backend=args.backend, device=args.device,
+                                world_sizes=world_sizes)
 
 
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:

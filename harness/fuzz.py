@@ -59,7 +59,7 @@ from harness.conventions import Call
 from harness.coverage import Coverage
 from harness.errors import Exit, Misfit, PoolError, PoolGone, TargetError, UsageError
 from harness.finding import Finding, format_violations
-from harness.machine import check_devices
+from harness.machine import check_devices, within_gpus
 from harness.output import ProgressLine
 from harness.pool import RankSets, shared_pool
 from harness.search import Progress
@@ -155,10 +155,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     if args.world_sizes:
         world_sizes = parse_world_sizes(args.world_sizes)
     else:
-        low, high = profiles.WORLD_SIZES[profile]
-        if args.backend == "nccl":
-            high = max(low, min(high, torch.cuda.device_count()))
-        world_sizes = (low, high)
+        world_sizes = within_gpus(profiles.WORLD_SIZES[profile], args.backend)
     build = remote_driver.build_contract if args.listen else build_contract
     return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
                  grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,

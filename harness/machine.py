@@ -44,6 +44,15 @@ def group_timeout_s(case_timeout: float) -> float:
     return max(3600.0, (PATIENCE + 1) * case_timeout)
 
 
+def within_gpus(world_sizes: tuple[int, int], backend: str) -> tuple[int, int]:
+    """A default range of world sizes, capped for nccl at the GPUs torch sees (one per rank):
+    what a command uses when no ``--world-sizes`` was given."""
+    low, high = world_sizes
+    if backend == "nccl":
+        high = max(low, min(high, torch.cuda.device_count()))
+    return low, high
+
+
 def check_devices(backend: str, device: str, world_size: int) -> None:
     """Refuse a set this machine cannot host, before starting ranks that would fail obscurely.
 

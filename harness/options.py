@@ -180,6 +180,15 @@ def add_to_parser(parser: argparse.ArgumentParser) -> None:
                                             **_argparse_keywords(option))
 
 
+def add_some_to_parser(parser: argparse.ArgumentParser, names: tuple[str, ...], helps: dict[str, str]) -> None:
+    """The rows ``names`` of :data:`OPTIONS` as plain options of ``parser``, with ``helps`` in place of
+    their help where a command means them differently (``report``'s world sizes are each variant's)."""
+    for name in names:
+        option = _BY_NAME[name]
+        parser.add_argument(*_cli_spelling(option), dest=option.name, help=helps.get(name, option.help),
+                            **_argparse_keywords(option))
+
+
 def _cli_spelling(option: Option) -> tuple[str, ...]:
     return (f"--no-{option.spelled}",) if option.kind == "waivable" else (f"--{option.spelled}",)
 

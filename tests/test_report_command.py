@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness import cli
 from harness.catalogue_report import HEADER
@@ -54,3 +55,24 @@ def test_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert cli.main(["report", "--variants", "ours_sum,nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --variants: unknown variant 'nope'; known variants: ") and err.count("\n") == 1
+
+
+def test_world_sizes_given_are_every_variants(pool: Pool, tmp_path: Path) -> None:
+    """``--world-sizes`` replaces each variant's own range: every case of the JSON is at W=2."""
+    path = tmp_path / "report.json"
+    assert cli.main(["report", "--variants", "ours_local", "--world-sizes", "2", "--max-examples", "4", "--quiet",
+                     "--json", str(path)]) == 0
+    [variant] = json.loads(path.read_text())["variants"]
+    assert variant["verdict"] == "pass" and set(variant["coverage"]["axes"]["W"]) == {"2"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--backend", "nccl"], "--backend nccl: nccl moves CUDA tensors only"),
+    (["--device", "cuda"], "--device cuda: no CUDA device is visible"),
+])
+def test_a_backend_or_device_this_machine_lacks_is_a_usage_error(argv: list[str], message: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    if "--device" in argv and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    assert cli.main(["report", "--variants", "ours_sum", *argv]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message}")
