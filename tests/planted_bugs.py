@@ -23,8 +23,9 @@ from harness.ragged import all_gather_ragged, gather_sum
 correct = gather_sum
 
 
-def _sizes(length: int, dtype: torch.dtype = torch.int64) -> list[int]:
-    mine = torch.tensor([length]).to(dtype)  # a narrow dtype wraps silently, as in the wild
+def _sizes(length: int, dtype: torch.dtype = torch.int64, device: torch.device | str = "cpu") -> list[int]:
+    """Every rank's ``length``, exchanged on ``device`` (nccl takes only CUDA tensors)."""
+    mine = torch.tensor([length], device=device).to(dtype)  # a narrow dtype wraps silently, as in the wild
     sizes = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(sizes, mine)
     return [int(s) for s in sizes]
@@ -33,7 +34,7 @@ def _sizes(length: int, dtype: torch.dtype = torch.int64) -> list[int]:
 def _gather_front(front: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
     """Pad ``front`` (gather dim first) to the longest rank, all_gather, return padded pieces."""
     longest = max(sizes)
-    padded = torch.zeros((longest,) + tuple(front.shape[1:]), dtype=front.dtype)
+    padded = front.new_zeros((longest,) + tuple(front.shape[1:]))
     padded[: front.shape[0]] = front
     pieces = [torch.empty_like(padded) for _ in range(len(sizes))]
     dist.all_gather(pieces, padded)
@@ -50,7 +51,7 @@ class _BuggyBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, dim: int, mode: str) -> torch.Tensor:
         ctx.dim, ctx.mode = dim, mode
-        ctx.sizes = _sizes(x.shape[dim])
+        ctx.sizes = _sizes(x.shape[dim], device=x.device)
         return all_gather_ragged(x, dim)
 
     @staticmethod
@@ -71,7 +72,7 @@ class _BuggyBackward(torch.autograd.Function):
 def reversed_ranks(x: torch.Tensor, dim: int) -> torch.Tensor:
     """values: concatenates in reverse rank order."""
     front = x.movedim(dim, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     pieces = _gather_front(front, sizes)
     return _unpad(pieces[::-1], sizes[::-1]).movedim(0, dim)
 
@@ -84,7 +85,7 @@ def float64_to_float32(x: torch.Tensor, dim: int) -> torch.Tensor:
 def forgot_unpad(x: torch.Tensor, dim: int) -> torch.Tensor:
     """shape: pads every rank to the longest and never removes the padding."""
     front = x.movedim(dim, 0)
-    return torch.cat(_gather_front(front, _sizes(front.shape[0]))).movedim(0, dim)
+    return torch.cat(_gather_front(front, _sizes(front.shape[0], device=front.device))).movedim(0, dim)
 
 
 def returns_meta(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -130,7 +131,7 @@ def degrades_every_third_call(x: torch.Tensor, dim: int) -> torch.Tensor:
 def first_two_ranks_only(x: torch.Tensor, dim: int) -> torch.Tensor:
     """world size: only ever keeps the first two ranks' pieces (written for two GPUs)."""
     front = x.movedim(dim, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     pieces = _gather_front(front, sizes)
     return torch.cat([p[:n] for p, n in list(zip(pieces, sizes))[:2]]).movedim(0, dim)
 
@@ -138,7 +139,7 @@ def first_two_ranks_only(x: torch.Tensor, dim: int) -> torch.Tensor:
 def assumes_equal_lengths(x: torch.Tensor, dim: int) -> torch.Tensor:
     """lengths: unpads every rank to rank 0's length (fine while lengths are equal)."""
     front = x.movedim(dim, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     pieces = _gather_front(front, sizes)
     return torch.cat([p[: sizes[0]] for p in pieces]).movedim(0, dim)
 
@@ -146,13 +147,13 @@ def assumes_equal_lengths(x: torch.Tensor, dim: int) -> torch.Tensor:
 def uint8_sizes(x: torch.Tensor, dim: int) -> torch.Tensor:
     """long lengths: exchanges lengths as uint8, so a length of 256 wraps to 0."""
     front = x.movedim(dim, 0)
-    sizes = _sizes(front.shape[0], torch.uint8)
+    sizes = _sizes(front.shape[0], torch.uint8, front.device)
     return _unpad(_gather_front(front, sizes), sizes).movedim(0, dim)
 
 
 def ignores_dim(x: torch.Tensor, dim: int) -> torch.Tensor:
     """dims: always gathers along dim 0 (without checking the other dims agree)."""
-    sizes = _sizes(x.shape[0])
+    sizes = _sizes(x.shape[0], device=x.device)
     return _unpad(_gather_front(x, sizes), sizes)
 
 
@@ -160,7 +161,7 @@ def negative_dim_off_by_one(x: torch.Tensor, dim: int) -> torch.Tensor:
     """negative dims: normalises ``dim`` with ``dim + ndim - 1`` (and checks nothing)."""
     wrong = dim + x.dim() - 1 if dim < 0 else dim
     front = x.movedim(wrong, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     return _unpad(_gather_front(front, sizes), sizes).movedim(0, wrong)
 
 
@@ -172,7 +173,7 @@ def drops_imaginary(x: torch.Tensor, dim: int) -> torch.Tensor:
 def unpad_by_value(x: torch.Tensor, dim: int) -> torch.Tensor:
     """value classes: removes padding by value (drops every zero), 1-D style."""
     front = x.movedim(dim, 0)
-    pieces = _gather_front(front, _sizes(front.shape[0]))
+    pieces = _gather_front(front, _sizes(front.shape[0], device=front.device))
     flat = torch.cat(pieces)
     keep = (flat != 0).flatten(1).all(dim=1) if flat.dim() > 1 else flat != 0
     return flat[keep].movedim(0, dim)
@@ -194,7 +195,7 @@ def contiguous_cotangent_only(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def equal_only_checked(x: torch.Tensor, dim: int) -> torch.Tensor:
     """An equal-only gather done right: ragged input raises on every rank, no hang."""
-    sizes = _sizes(x.shape[dim])
+    sizes = _sizes(x.shape[dim], device=x.device)
     if len(set(sizes)) > 1:
         raise ValueError(f"equal lengths required along dim {dim}, got {sizes}")
     return all_gather_ragged(x, dim)
@@ -213,7 +214,7 @@ def caches_sizes(x: torch.Tensor, dim: int) -> torch.Tensor:
     """
     front = x.movedim(dim, 0)
     if not _CACHED_SIZES:
-        _CACHED_SIZES.extend(_sizes(front.shape[0]))
+        _CACHED_SIZES.extend(_sizes(front.shape[0], device=front.device))
     longest = max(_CACHED_SIZES)
     keep = min(front.shape[0], longest)
     padded = torch.zeros((longest,) + tuple(front.shape[1:]), dtype=front.dtype)
@@ -233,7 +234,7 @@ def zero_fill_all_reduce(x: torch.Tensor, dim: int) -> torch.Tensor:
     right under ``values``, wrong under ``bits``.
     """
     front = x.detach().movedim(dim, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     start = sum(sizes[: dist.get_rank()])
     out = front.new_zeros((sum(sizes),) + tuple(front.shape[1:]))
     out[start : start + front.shape[0]] = front
@@ -255,7 +256,7 @@ def pads_bool_as_int64(x: torch.Tensor, dim: int) -> torch.Tensor:
     """bool: accelerate-style padding with ``torch.zeros(..., dtype=torch.long)``: a shorter rank's
     bools become int64 (type promotion in ``cat``), so the ranks gather different dtypes."""
     front = x.movedim(dim, 0)
-    sizes = _sizes(front.shape[0])
+    sizes = _sizes(front.shape[0], device=front.device)
     missing = max(sizes) - front.shape[0]
     if missing:
         pad_dtype = torch.int64 if x.dtype == torch.bool else x.dtype

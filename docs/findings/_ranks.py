@@ -3,9 +3,13 @@
 torch and the standard library only, so a script and this file are all a torch issue needs:
 ``launch(fn, world, *args)`` runs ``fn(rank, world, *args)`` on ``world`` spawned ranks.
 A script whose path the installed torch does not have says so and exits 2 (:func:`not_applicable`).
+With ``FINDINGS_DEVICE=cuda`` in the environment the ranks make their tensors on the GPU
+(``torch.set_default_device``; still gloo, the one backend that puts several ranks on one GPU),
+to tell which findings are CPU-only.
 """
 
 import importlib
+import os
 import socket
 import time
 import traceback
@@ -25,10 +29,23 @@ def _rank_main(rank, world, port, fn, args, queue):
 
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        queue.put((rank, "ok", fn(rank, world, *args)))
+        if os.environ.get("FINDINGS_DEVICE", "cpu") != "cpu":
+            torch.set_default_device(os.environ["FINDINGS_DEVICE"])
+        queue.put((rank, "ok", _on_cpu(fn(rank, world, *args))))
         dist.destroy_process_group()
     except BaseException as exc:  # report it to the parent instead of dying silently
         queue.put((rank, "error", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
+
+
+def _on_cpu(value):
+    """``value`` with its tensors moved to the CPU, to cross the queue (CUDA tensors would not)."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    return value
 
 
 def launch(fn, world, *args, timeout=45.0):
