@@ -31,9 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness.api import build_contract, profile_settings  # noqa: E402
+from harness.api import bind_contract, profile_settings  # noqa: E402
 from harness.case import Case  # noqa: E402
 from harness.contract import Contract  # noqa: E402
+from harness.options import resolved  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import RankSets, shared_pool  # noqa: E402
 from harness.search import CheckReport, run_check  # noqa: E402
@@ -45,12 +46,10 @@ EXAMPLES = 30
 SCENARIOS: dict[str, tuple[str, Contract]] = {
     "AllGatherWithGrad --groups --grad sum": (
         "tests.planted_conventions:AllGatherWithGrad",
-        build_contract(ragged=False, dims="any", grad="sum", dtype_text="all", backend="gloo", device="cpu",
-                       world_sizes=(1, 4), groups=True)),
+        bind_contract(resolved({"ragged": False, "grad": "sum", "world_sizes": (1, 4), "groups": True}))[0]),
     "name_error_at_two_ranks (fails on the probe's case)": (
         "tests.planted_conventions:name_error_at_two_ranks",
-        build_contract(ragged=True, dims="any", grad="none", dtype_text="all", backend="gloo", device="cpu",
-                       world_sizes=(1, 4))),
+        bind_contract(resolved({"world_sizes": (1, 4)}))[0]),
 }
 
 

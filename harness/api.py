@@ -21,7 +21,7 @@ its capability probe failing twice) it raises :class:`~harness.errors.PoolError`
 process, so a gather that hangs or aborts cannot take the test run down with it.
 
 A check goes through the same three steps from every front end, so they cannot drift apart:
-:func:`build_contract` (options -> contract; nothing started yet), :func:`prepare` (the
+:func:`bind` (options -> contract and budget; nothing started yet), :func:`prepare` (the
 backend's dtype support is measured, ranks import the target and the probe decides its calling
 convention) and :func:`execute` (the search, then hints and one repro script per finding).
 The catalogue ``report`` (:mod:`harness.catalogue_report`) goes through them too, with
@@ -38,16 +38,17 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import torch
 from hypothesis import settings
 
-from harness import capabilities, hints, minimal_repro, profiles, repro, targets
-from harness.contract import DTYPE_GROUPS, Contract, literal_kwargs, parse_dtypes
+from harness import capabilities, hints, minimal_repro, profile_names, profiles, repro, targets
+from harness.contract import DTYPE_GROUPS, Contract, parse_dtypes
 from harness.errors import UsageError
 from harness.finding import Finding, UnreproducedFaultWarning
-from harness.machine import check_machine
-from harness.options import default
+from harness.machine import check_machine, within_gpus
+from harness.options import command_line, default, resolved
 from harness.output import examples_text
 from harness.pool import RankSets, shared_pool
 from harness.probe import Probe, probe
@@ -88,6 +89,16 @@ class CheckOptions:
     track_semantics: bool = False
     shrink_budget_s: float = SearchSettings.shrink_budget_s
 
+    def option_values(self) -> dict[str, Any]:
+        """These options as :data:`~harness.options.OPTIONS` values (what :func:`bind` was given)."""
+        contract = self.contract
+        return {"collective": contract.collective, "op": contract.op, "ragged": contract.ragged, "dims": contract.dims,
+                "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
+                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backends[0],
+                "device": contract.devices[0], "world_sizes": contract.world_sizes,
+                "max_examples": self.max_examples, "duration": self.duration_s, "seed": self.seed,
+                "timeout": self.timeout, "profile": self.profile, "probe_misuse": self.probe_misuse}
+
     def search_settings(self) -> SearchSettings:
         """What the engine needs of these options, the profile's Hypothesis settings included."""
         return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
@@ -116,7 +127,7 @@ def check_gather(
     dims: str | int = default("dims"),
     grad: str = default("grad"),
     dtypes: str | Sequence[str] = default("dtypes"),
-    world_sizes: tuple[int, int] = Contract().world_sizes,
+    world_sizes: tuple[int, int] | None = default("world_sizes"),
     max_examples: int | None = default("max_examples"),
     seed: int | None = default("seed"),
     timeout: float = default("timeout"),
@@ -143,7 +154,8 @@ def check_gather(
     - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``;
       ``adjoint`` for a reduce-scatter or an all-to-all),
       ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
-      ``world_sizes`` (low, high), ``backend``, ``device``: the contract, as in ``check``.
+      ``world_sizes`` (low, high; default: the profile's), ``backend``, ``device``: the contract,
+      as in ``check``.
     - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
       ``auto`` lets the probe detect it.  ``groups``: also draw subgroup layouts and pass
       ``group=``.  ``bits`` (default True): check raw-byte identity on top of value equality.
@@ -163,22 +175,8 @@ def check_gather(
     :class:`~harness.conventions.Misfit`.
     """
     __tracebackhide__ = True  # a failure shows the counterexample, not this function's source
-    dtype_text = dtypes if isinstance(dtypes, str) else ",".join(dtypes)
-    options = CheckOptions(
-        target=target_of(gather),
-        contract=build_contract(ragged=ragged, dims=str(dims), grad=grad, dtype_text=dtype_text, backend=backend,
-                                device=device, world_sizes=(world_sizes[0], world_sizes[1]), output=output,
-                                groups=groups, kwargs=literal_kwargs(kwargs or {}), bits=bits,
-                                collective=collective, op=op),
-        dtype_text=dtype_text,
-        max_examples=max_examples,
-        seed=seed,
-        timeout=timeout,
-        probe_misuse=probe_misuse,
-        repro_dir=repro_dir,
-        full_stacks=full_stacks,
-        profile=profile,
-    )
+    given = dict(locals())
+    options = bind({name: value for name, value in given.items() if name != "gather"}, target_of(gather))
     pool = shared_pool()
     report = execute(options, pool, prepare(options, pool))
     for note in note_warnings(report):
@@ -219,27 +217,8 @@ def rerun_commands(options: CheckOptions) -> list[str]:
 
 def check_command(options: CheckOptions) -> str:
     """``python -m harness check ...``: the same check from the command line (same contract, budget, seed)."""
-    contract = options.contract
-    args = ["python", "-m", "harness", "check", shown_target(options.target)]
-    args += [] if contract.collective == "gather" else ["--collective", contract.collective]
-    args += [] if contract.op == "sum" else ["--op", contract.op]
-    args += [] if contract.ragged else ["--no-ragged"]
-    args += [] if contract.dims == "any" else ["--dims", contract.dims]
-    args += [] if contract.grad == "none" else ["--grad", contract.grad]
-    args += [] if options.dtype_text == "all" else ["--dtypes", options.dtype_text]
-    args += [] if contract.output == "auto" else ["--output", contract.output]
-    args += ["--groups"] if contract.groups else []
-    args += [arg for name, literal in contract.kwargs for arg in ("--kwarg", f"{name}={literal}")]
-    args += [] if contract.bits else ["--no-bits"]
-    args += [] if contract.backends[0] == "gloo" else ["--backend", contract.backends[0]]
-    args += [] if contract.devices[0] == "cpu" else ["--device", contract.devices[0]]
-    args += ["--world-sizes", "{}-{}".format(*contract.world_sizes)]
-    args += [] if options.max_examples is None else ["--max-examples", str(options.max_examples)]
-    args += [] if options.duration_s is None else ["--duration", f"{options.duration_s:g}"]
-    args += [] if options.timeout == default("timeout") else ["--timeout", f"{options.timeout:g}"]
-    args += ["--probe-misuse"] if options.probe_misuse else []
-    args += [] if options.profile is None else ["--profile", options.profile]
-    return shlex.join([*args, "--seed", str(options.seed or 0)])
+    words = ["python", "-m", "harness", "check", shown_target(options.target), *command_line(options.option_values())]
+    return shlex.join([*words, "--seed", str(options.seed or 0)])
 
 
 def warn_unattributed(report: CheckReport) -> None:
@@ -285,23 +264,58 @@ def target_of(gather: str | Callable) -> str:
     return f"{module_name}:{qualname}"
 
 
-def build_contract(
-    *, ragged: bool, dims: str, grad: str, dtype_text: str, backend: str, device: str, world_sizes: tuple[int, int],
-    output: str = "auto", groups: bool = False, kwargs: tuple[tuple[str, str], ...] = (), bits: bool = True,
-    local: bool = True, collective: str = "gather", op: str = "sum",
-) -> Contract:
-    """The contract the options describe, checked against each other and against this machine.
+def bind(values: Mapping[str, Any], target: str, *, listen: bool = False, command: str = "check",
+         prefix: str = "--") -> CheckOptions:
+    """The check of ``target`` (a ``module:attr`` selector, :func:`target_of`) that option values
+    describe: every front end's one way from its options to a :class:`CheckOptions` (``check``,
+    the pytest plugin, :func:`check_gather`, ``fuzz`` with a TARGET, the torchrun driver).
 
-    Raises :class:`UsageError` naming the option: unknown names, a range outside 1..64 or
-    past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
-    device, more nccl ranks than GPUs.  ``local=False``: ranks torchrun started elsewhere
-    (:func:`harness.machine.check_machine`).
+    ``values`` maps :data:`~harness.options.OPTIONS` names to what the front end holds (command
+    line text or Python values; see :func:`~harness.options.resolved`); a missing or ``None``
+    value is ``command``'s default.  The profile stays as given (``None``: the default one, which
+    a rerun line then leaves out).  Raises :class:`UsageError` naming the option as ``prefix``
+    spells it, before anything starts (:func:`bind_contract`).
     """
-    contract = Contract(ragged=ragged, dims=dims, dtypes=parse_dtypes(dtype_text), grad=grad, backends=(backend,),
-                        devices=(device,), world_sizes=world_sizes, output=output, groups=groups, kwargs=kwargs,
-                        bits=bits, collective=collective, op=op)
-    check_machine(backend, device, world_sizes, local=local)
-    return contract
+    settings = resolved(values, command, prefix)
+    contract, _ = bind_contract(settings, listen=listen)
+    return CheckOptions(target=target, contract=contract, dtype_text=settings["dtypes"],
+                        max_examples=settings["max_examples"], duration_s=settings["duration"], seed=settings["seed"],
+                        timeout=settings["timeout"], probe_misuse=settings["probe_misuse"],
+                        repro_dir=settings["repro_dir"], profile=settings["profile"],
+                        full_stacks=settings["full_stacks"])
+
+
+def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> tuple[Contract, str]:
+    """The contract of :func:`~harness.options.resolved` ``settings`` and the profile it is searched
+    under, checked against each other and against this machine.
+
+    Without world sizes, the profile's range applies, capped for nccl at the GPUs here.  Raises
+    :class:`UsageError` naming the option: unknown names, a range past what this machine holds in
+    local ranks, nccl on CPU tensors, CUDA without a CUDA device, more nccl ranks than GPUs.
+    ``listen``: ranks torchrun started elsewhere, one world size (the job's), no local checks.
+    """
+    profile = settings["profile"] or profile_names.default_name()
+    world_sizes = settings["world_sizes"] or within_gpus(profile_names.WORLD_SIZES[profile], settings["backend"])
+    if listen and world_sizes[0] != world_sizes[1]:
+        raise UsageError("--world-sizes {}-{}: with --listen the world size is the torchrun job's; give it as "
+                         "--world-sizes W (nnodes x nproc-per-node)".format(*world_sizes))
+    contract = Contract(ragged=settings["ragged"], dims=settings["dims"], dtypes=parse_dtypes(settings["dtypes"]),
+                        grad=settings["grad"], backends=(settings["backend"],), devices=(settings["device"],),
+                        world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
+                        kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
+                        op=settings["op"])
+    check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
+    return contract, profile
+
+
+def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_timeout: float,
+                address_file: str | None) -> RankSets:
+    """The ranks of a torchrun job (``--listen``), serving cases of ``contract``."""
+    from harness.remote_driver import RemotePool
+
+    return RemotePool(listen, backend=contract.backends[0], device=contract.devices[0],
+                      world_size=contract.world_sizes[0], timeout=timeout, connect_timeout=connect_timeout,
+                      address_file=address_file)
 
 
 def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
@@ -396,6 +410,6 @@ def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: st
     return "\n".join(lines)
 
 
-__all__ = ["CASE_NOTATION", "CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "build_contract",
+__all__ = ["CASE_NOTATION", "CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "bind", "bind_contract",
            "check_command", "check_gather", "execute", "failure_text", "finding_text", "prepare",
-           "note_warnings", "profile_settings", "rerun_commands", "target_of", "warn_unattributed"]
+           "note_warnings", "profile_settings", "remote_pool", "rerun_commands", "target_of", "warn_unattributed"]

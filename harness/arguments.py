@@ -15,23 +15,11 @@ import importlib
 import shlex
 from collections.abc import Callable, Sequence
 
-from harness import files, options, profile_names
-from harness.contract import parse_kwarg
+from harness import options, profile_names
 from harness.errors import UsageError
-from harness.options import DEFAULT_TIMEOUT_S, positive_float, positive_int, timeout_help
+from harness.options import CONNECT_TIMEOUT_S, FUZZ_SAVE_EVERY_S, positive_float
 
 PROG = "python -m harness"
-#: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a
-#: correct case takes milliseconds, and every hanging example costs this much, again at each
-#: step of shrinking it.
-REPORT_MAX_EXAMPLES = 60
-REPORT_TIMEOUT_S = 5.0
-#: ``fuzz``: its default time budget, summary file and how often the summary is rewritten.
-FUZZ_DURATION_S = 600.0
-FUZZ_SUMMARY = files.default_path("fuzz.json")
-FUZZ_SAVE_EVERY_S = 30.0
-#: ``--listen``: how long the driver waits for the torchrun job's ranks.
-CONNECT_TIMEOUT_S = 600.0
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -65,11 +53,6 @@ def rerun_command(argv: Sequence[str], seed: int) -> str:
     return shlex.join(["python", "-m", "harness", *kept, "--seed", str(seed)])
 
 
-def fixed_arguments(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """The ``--kwarg NAME=LITERAL`` options as ``(name, literal source)`` pairs (a usage error names a bad one)."""
-    return tuple(parse_kwarg(text) for text in texts)
-
-
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (some carry the text of a user's exception)."""
     return " ".join(str(exc).split())
@@ -97,20 +80,9 @@ def add_listen_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
-    parser.add_argument("--json", metavar="PATH", help="write every variant's report as JSON")
-    parser.add_argument("--html", metavar="PATH", help="write the coverage page of the whole report")
-    parser.add_argument("--max-examples", type=positive_int, default=REPORT_MAX_EXAMPLES, metavar="N",
-                        help=f"examples per variant (default: {REPORT_MAX_EXAMPLES})")
     parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
-    parser.add_argument("--probe-misuse", action=argparse.BooleanOptionalAction, default=False,
-                        help="also probe out-of-contract input; slow, as equal-only variants hang on ragged "
-                             "input by design (default: --no-probe-misuse)")
-    parser.add_argument("--timeout", type=positive_float, default=REPORT_TIMEOUT_S, metavar="SECONDS",
-                        help=timeout_help(REPORT_TIMEOUT_S))
-    parser.add_argument("--quiet", action="store_true", help="no progress lines and no coverage summary")
-    options.add_some_to_parser(parser, ("backend", "device", "world_sizes"), {
-        "world_sizes": "check every variant at these world sizes (default: each variant's own; with --backend nccl, "
-                       "capped at the GPUs torch sees)"})
+    options.add_some_to_parser(parser, ("json", "html", "max_examples", "probe_misuse", "timeout", "quiet", "backend",
+                                        "device", "world_sizes"), "report")
 
 
 def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
@@ -130,23 +102,16 @@ def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
     replay.add_argument("--on-cpu", action="store_true",
                         help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
-    replay.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=timeout_help(DEFAULT_TIMEOUT_S))
+    options.add_some_to_parser(replay, ("timeout",), "replay")
     replay.set_defaults(run=command("harness.fuzz", "run_replay_command"))
 
 
 def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
-    """``check``'s options, retuned: TARGET optional, contract options unset, fuzz-sized defaults."""
-    add_check_arguments(parser)
-    actions = {action.dest: action for action in parser._actions}
-    actions["target"].nargs, actions["target"].default = "?", None
-    actions["target"].help = "one gather(x, dim) as in check (default: every catalogue variant, round-robin)"
-    actions["duration"].help = f"time budget: SECONDS, 30s, 10m, 1h (default: {FUZZ_DURATION_S / 60:g}m)"
-    actions["max_examples"].help = "stop after N examples in all instead of after a time budget"
-    actions["json"].help = f"the JSON summary, rewritten as the run goes (default: {FUZZ_SUMMARY})"
-    actions["html"].help = "the coverage page, rewritten with the summary (default: beside it, .html)"
-    actions["profile"].help = "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"
-    parser.set_defaults(ragged=None, dims=None, grad=None, dtypes=None, json=FUZZ_SUMMARY)
+    """``check``'s options with ``fuzz``'s defaults (:data:`harness.options.OPTIONS`): TARGET optional,
+    the contract unset (a catalogue variant's own claim applies), a time budget."""
+    parser.add_argument("target", metavar="TARGET", nargs="?",
+                        help="one gather(x, dim) as in check (default: every catalogue variant, round-robin)")
+    options.add_to_parser(parser, "fuzz")
     extra = parser.add_argument_group("fuzz")
     extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
     extra.add_argument("--database", metavar="DIR",

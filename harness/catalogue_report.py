@@ -40,13 +40,13 @@ from dataclasses import dataclass
 import torch
 
 from harness import api, capabilities, coverage_page
-from harness.arguments import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.contract import COLLECTIVES, Contract
 from harness.coverage import Coverage
 from harness.errors import Exit, UsageError
 from harness.files import write_json
 from harness.finding import Finding
 from harness.machine import within_gpus
+from harness.options import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.output import ProgressLine, markdown_table, text_table, write_step_summary
 from harness.pool import RankSets, shared_pool
 from harness.search import CheckReport

@@ -37,12 +37,12 @@ from harness.arguments import (
     add_fuzz_commands,
     add_listen_arguments,
     add_report_arguments,
-    fixed_arguments,
     one_line,
     rerun_command,
 )
-from harness.contract import parse_dtypes, parse_world_sizes
+from harness.contract import parse_dtypes
 from harness.errors import Exit, TargetError, UsageError, exit_status
+from harness.options import resolved
 
 if TYPE_CHECKING:
     from harness.api import CheckOptions, Prepared
@@ -102,12 +102,9 @@ def check_before_starting(args: argparse.Namespace) -> None:
 
     The target is looked for on this machine unless ranks elsewhere import it (``--listen``).
     """
-    if getattr(args, "dtypes", None):
-        parse_dtypes(args.dtypes)
-    if getattr(args, "world_sizes", None):
-        parse_world_sizes(args.world_sizes)
-    if getattr(args, "kwargs", None):
-        fixed_arguments(args.kwargs)
+    settings = resolved(vars(args))
+    if settings["dtypes"]:
+        parse_dtypes(settings["dtypes"])
     if getattr(args, "target", None) and not getattr(args, "listen", None):
         targets.locate(args.target)
 
@@ -163,7 +160,7 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
 
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
-    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else None
+    world_sizes = resolved(vars(args), "report")["world_sizes"]
     check_machine(args.backend, args.device, world_sizes or (1, 1))
     return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
                                 timeout=args.timeout, markdown=args.markdown, json_path=args.json,
@@ -173,25 +170,18 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``check``: validate everything, search, print the verdict; 0 pass, 1 counterexample."""
-    from harness import coverage_page, remote_driver
-    from harness.api import CASE_NOTATION, CheckOptions, build_contract, execute, prepare
+    from harness import coverage_page
+    from harness.api import CASE_NOTATION, bind, execute, prepare, remote_pool
     from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
     from harness.pool import shared_pool
 
+    seed = random.randrange(1_000_000) if args.seed is None else args.seed
     profile = args.profile or profile_names.default_name()
-    world_sizes = parse_world_sizes(args.world_sizes) if args.world_sizes else profile_names.WORLD_SIZES[profile]
-    contract = (remote_driver.build_contract if args.listen else build_contract)(
-        ragged=args.ragged, dims=args.dims, grad=args.grad, dtype_text=args.dtypes, backend=args.backend,
-        device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-        kwargs=fixed_arguments(args.kwargs), bits=args.bits, collective=args.collective, op=args.op)
+    options = bind({**vars(args), "seed": seed, "profile": profile}, args.target, listen=bool(args.listen))
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
-    seed = random.randrange(1_000_000) if args.seed is None else args.seed
-    options = CheckOptions(target=args.target, contract=contract, dtype_text=args.dtypes,
-                           max_examples=args.max_examples, duration_s=args.duration, seed=seed,
-                           timeout=args.timeout, probe_misuse=args.probe_misuse, repro_dir=args.repro_dir,
-                           profile=profile, full_stacks=args.full_stacks)
-    pool = remote_driver.pool_from_arguments(args, contract) if args.listen else shared_pool()
+    pool = (remote_pool(args.listen, options.contract, timeout=args.timeout, connect_timeout=args.connect_timeout,
+                        address_file=args.address_file) if args.listen else shared_pool())
     prepared = prepare(options, pool)
     if not args.quiet:
         print(_header(options, prepared), flush=True)

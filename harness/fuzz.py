@@ -40,26 +40,28 @@ from typing import Any
 
 import torch
 
-from harness import coverage_page, files, profiles, remote_driver
+from harness import coverage_page, files, profiles
 from harness.api import (
     CheckOptions,
     Prepared,
-    build_contract,
+    bind_contract,
     execute,
     finding_text,
     prepare,
     profile_settings,
+    remote_pool,
     target_of,
 )
-from harness.arguments import FUZZ_DURATION_S, fixed_arguments, one_line, rerun_command
+from harness.arguments import one_line, rerun_command
 from harness.case import Case
 from harness.checks import check_misuse, check_outcome
-from harness.contract import Contract, parse_world_sizes
+from harness.contract import Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
 from harness.errors import Exit, Misfit, PoolError, PoolGone, TargetError, UsageError
 from harness.finding import Finding, format_violations
-from harness.machine import check_devices, within_gpus
+from harness.machine import check_devices
+from harness.options import FUZZ_DURATION_S, resolved
 from harness.output import ProgressLine
 from harness.pool import RankSets, shared_pool
 from harness.search import Progress
@@ -148,19 +150,11 @@ def _catalogue_entry(spec: VariantSpec, contract: Contract) -> Entry:
 
 
 def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
-    """The contract of the options (check's defaults where unset), checked against this machine.
-
-    Without ``--world-sizes`` the profile's range applies, capped for nccl at the GPUs here.
-    """
-    if args.world_sizes:
-        world_sizes = parse_world_sizes(args.world_sizes)
-    else:
-        world_sizes = within_gpus(profiles.WORLD_SIZES[profile], args.backend)
-    build = remote_driver.build_contract if args.listen else build_contract
-    return build(ragged=True if args.ragged is None else args.ragged, dims=args.dims or "any",
-                 grad=args.grad or "none", dtype_text=args.dtypes or "all", backend=args.backend,
-                 device=args.device, world_sizes=world_sizes, output=args.output, groups=args.groups,
-                 kwargs=fixed_arguments(args.kwargs), bits=args.bits, collective=args.collective, op=args.op)
+    """The contract of the options (``check``'s defaults where unset), checked against this machine
+    (:func:`harness.api.bind_contract`): without ``--world-sizes``, the profile's range, capped for
+    nccl at the GPUs here."""
+    settings = resolved({**vars(args), "profile": profile})
+    return bind_contract(settings, listen=bool(args.listen))[0]
 
 
 # -- the budget and the summary ----------------------------------------------------------------------
@@ -397,7 +391,8 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     duration = DEFAULT_DURATION_S if args.duration is None and args.max_examples is None else args.duration
     contract = entries[0].contract
-    pool = remote_driver.pool_from_arguments(args, contract) if args.listen else shared_pool()
+    pool = (remote_pool(args.listen, contract, timeout=args.timeout, connect_timeout=args.connect_timeout,
+                        address_file=args.address_file) if args.listen else shared_pool())
     database = getattr(profile_settings(profile).database, "path", None)
     settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
                 "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,

@@ -1,23 +1,36 @@
 """Every setting of a check, declared once: its name, type, default and help.
 
-The command line (``check``/``fuzz``, :mod:`harness.arguments`), the pytest plugin's
+The command line (every command's options, :mod:`harness.arguments`), the pytest plugin's
 ``--gather-*`` options (:mod:`harness.plugin`) and the Python API's keyword defaults
 (:func:`harness.check_gather`, :class:`harness.api.CheckOptions`) are all generated from or
-read off :data:`OPTIONS`, so a new setting is one row here and the front ends cannot drift
-apart.  Plain data, importing neither torch nor Hypothesis: parsing a command line must stay
-fast.
+read off :data:`OPTIONS`; :func:`resolved` turns any front end's values into the settings
+:func:`harness.api.bind` builds a check from, and :func:`command_line` writes them back as a
+``check`` command.  A new setting is one row here, and the front ends cannot drift apart.
+Where a command means a setting differently (``report``'s shorter timeout, ``fuzz``'s time
+budget), the row says so.  Plain data, importing neither torch nor Hypothesis: parsing a
+command line must stay fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness import files, profile_names
-from harness.contract import BACKENDS, COLLECTIVES, DEVICES, GRAD_CONTRACTS, OUTPUT_OPTIONS, OUTPUTS
+from harness.contract import (
+    BACKENDS,
+    COLLECTIVES,
+    DEVICES,
+    GRAD_CONTRACTS,
+    OUTPUT_OPTIONS,
+    OUTPUTS,
+    literal_kwargs,
+    parse_kwarg,
+    parse_world_sizes,
+)
 from harness.errors import UsageError
 
 #: Per case: ranks not back after this long, and idle, are a hang.  The one default every front end
@@ -25,6 +38,16 @@ from harness.errors import UsageError
 DEFAULT_TIMEOUT_S = 10.0
 #: How many times its timeout a case whose ranks are still busy may take (:class:`harness.rankset.Watch`).
 PATIENCE = 5.0
+#: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a correct
+#: case takes milliseconds, and every hanging example costs this much, again at each shrink step.
+REPORT_MAX_EXAMPLES = 60
+REPORT_TIMEOUT_S = 5.0
+#: ``fuzz``: its default time budget, summary file and how often the summary is rewritten.
+FUZZ_DURATION_S = 600.0
+FUZZ_SUMMARY = files.default_path("fuzz.json")
+FUZZ_SAVE_EVERY_S = 30.0
+#: ``--listen``: how long the driver waits for the torchrun job's ranks.
+CONNECT_TIMEOUT_S = 600.0
 
 
 def timeout_help(default: float) -> str:
@@ -49,11 +72,14 @@ class Option:
     - ``repeat``: ``--flag VALUE``, any number of times, collected in a list.
 
     ``section`` is the CLI's help group (``contract``, ``search``, ``budget``: the mutually
-    exclusive pair of budgets, ``output``).  ``plugin``: also a pytest option; ``fixture``: a
-    budget option the ``gather_check`` fixture fills in from the session, so its pytest default
-    is ``None`` (not given).  ``help`` names options as the CLI spells them (the plugin's help
-    says ``--gather-`` for ``--``); ``plugin_default`` is the plugin's default in words, where
-    it differs from the CLI's.
+    exclusive pair of budgets, ``output``); contract and search settings are what a ``check``
+    command line repeats (:func:`command_line`).  ``plugin``: also a pytest option; ``fixture``:
+    a budget option the ``gather_check`` fixture fills in from the session, so its pytest
+    default is ``None`` (not given).  ``help`` names options as the CLI spells them (the
+    plugin's help says ``--gather-`` for ``--``); ``plugin_default`` is the plugin's default in
+    words, where it differs from the CLI's.  ``defaults`` and ``helps``: another command's
+    default and help, by command name (``fuzz`` leaves the contract unset: a catalogue
+    variant's own claim applies).
     """
 
     name: str
@@ -68,11 +94,19 @@ class Option:
     plugin: bool = True
     fixture: bool = False
     plugin_default: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    helps: dict[str, str] = field(default_factory=dict)
 
     @property
     def spelled(self) -> str:
         """The option's word on a command line: ``world-sizes`` for ``world_sizes``."""
         return self.flag or self.name.replace("_", "-")
+
+    def default_in(self, command: str) -> Any:
+        return self.defaults.get(command, self.default)
+
+    def help_in(self, command: str) -> str:
+        return self.helps.get(command, self.help)
 
 
 def _number(convert: Callable[[str], float], accept: Callable[[float], bool], what: str) -> Callable[[str], float]:
@@ -113,14 +147,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("op", "the reduction of a reduce-scatter: sum, mean (the sum / W) or max (default: sum)", "sum",
            choices=COLLECTIVES["reduce-scatter"].ops, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
-           section="contract"),
+           section="contract", defaults={"fuzz": None}),
     Option("dims", "gather along dim 0 only, or any dim, negative ones included (default: any)", "any",
-           choices=("0", "any"), section="contract"),
+           choices=("0", "any"), section="contract", defaults={"fuzz": None}),
     Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W; for "
                    "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents (default: none)",
-           "none", choices=GRAD_CONTRACTS, section="contract"),
+           "none", choices=GRAD_CONTRACTS, section="contract", defaults={"fuzz": None}),
     Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
-                     "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract"),
+                     "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract", defaults={"fuzz": None}),
     Option("output", "how TARGET's result reads: "
            + ", ".join(f"{output.name} ({output.means})" for output in OUTPUTS.values())
            + "; auto: detected by a probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS,
@@ -136,27 +170,35 @@ OPTIONS: tuple[Option, ...] = (
     Option("backend", "process-group backend (default: gloo)", "gloo", choices=BACKENDS, section="contract"),
     Option("device", "where the tensors live (default: cpu)", "cpu", choices=DEVICES, section="contract"),
     Option("world_sizes", f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
-                          f"(default: the profile's: {_PER_PROFILE})", metavar="A-B", section="contract"),
+                          f"(default: the profile's: {_PER_PROFILE})", metavar="A-B", section="contract", helps={"report": "check every variant at these world sizes (default: each variant's own; with "
+                                     "--backend nccl, capped at the GPUs torch sees)"}),
     Option("max_examples", "examples to try (default: the Hypothesis profile's)", type=positive_int, metavar="N",
-           section="budget", fixture=True),
+           section="budget", fixture=True, defaults={"report": REPORT_MAX_EXAMPLES},
+           helps={"report": f"examples per variant (default: {REPORT_MAX_EXAMPLES})",
+                  "fuzz": "stop after N examples in all instead of after a time budget"}),
     Option("duration", "a time budget instead of an example count (stops at the first failure)",
-           type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False),
+           type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False, helps={"fuzz": f"time budget: SECONDS, 30s, 10m, 1h (default: {FUZZ_DURATION_S / 60:g}m)"}),
     Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
            fixture=True, plugin_default="0"),
     Option("timeout", timeout_help(DEFAULT_TIMEOUT_S),
-           DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True),
+           DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True, defaults={"report": REPORT_TIMEOUT_S},
+           helps={"report": timeout_help(REPORT_TIMEOUT_S)}),
     Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
-           choices=tuple(profile_names.WORLD_SIZES), plugin=False),
+           choices=tuple(profile_names.WORLD_SIZES), plugin=False, defaults={"fuzz": "fuzz"}, helps={"fuzz": "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"}),
     Option("probe_misuse", "also probe out-of-contract input: every rank must raise, not hang or answer wrongly",
-           False, kind="switch", fixture=True),
-    Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False),
+           False, kind="switch", fixture=True, helps={"report": "also probe out-of-contract input; slow, as equal-only variants hang on ragged input by "
+                                "design"}),
+    Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False, defaults={"fuzz": FUZZ_SUMMARY},
+           helps={"fuzz": f"the JSON summary, rewritten as the run goes (default: {FUZZ_SUMMARY})",
+                  "report": "write every variant's report as JSON"}),
     Option("repro_dir", f"where repro scripts of counterexamples go, one folder per target (default: "
                         f"{files.default_path('repros')})", files.default_path("repros"),
            metavar="DIR", section="output", fixture=True, plugin_default=f"<rootdir>/{files.default_path('repros')}"),
     Option("html", "write the coverage page: examples and failures per world size x dtype and per value of every "
-                   "other axis, with the findings (one static file)", metavar="PATH", section="output"),
+                   "other axis, with the findings (one static file)", metavar="PATH", section="output", helps={"fuzz": "the coverage page, rewritten with the summary (default: beside it, .html)",
+                  "report": "write the coverage page of the whole report"}),
     Option("quiet", "no header, progress line or coverage summary", False, kind="switch", section="output",
-           plugin=False),
+           plugin=False, helps={"report": "no progress lines and no coverage summary"}),
     Option("full_stacks", "show every frame of a hanging or failing rank's stack, the harness's, multiprocessing's "
                           "and torch's included (default: the target's own frames and the collective it is in; the "
                           "JSON always has them all)", False, kind="switch", section="output", fixture=True),
@@ -171,41 +213,41 @@ def default(name: str) -> Any:
     return _BY_NAME[name].default
 
 
-def add_to_parser(parser: argparse.ArgumentParser) -> None:
-    """Every option of :data:`OPTIONS` as ``check``'s (and ``fuzz``'s) command-line options."""
+def add_to_parser(parser: argparse.ArgumentParser, command: str = "check") -> None:
+    """Every option of :data:`OPTIONS` as ``command``'s options (``check``'s and ``fuzz``'s), in their help groups."""
     groups = {key: parser.add_argument_group(title) for key, title in _SECTIONS.items()}
     groups["budget"] = groups["search"].add_mutually_exclusive_group()
     for option in OPTIONS:
-        groups[option.section].add_argument(*_cli_spelling(option), dest=option.name, help=option.help,
-                                            **_argparse_keywords(option))
+        groups[option.section].add_argument(*_cli_spelling(option), dest=option.name, help=option.help_in(command),
+                                            **_argparse_keywords(option, command))
 
 
-def add_some_to_parser(parser: argparse.ArgumentParser, names: tuple[str, ...], helps: dict[str, str]) -> None:
-    """The rows ``names`` of :data:`OPTIONS` as plain options of ``parser``, with ``helps`` in place of
-    their help where a command means them differently (``report``'s world sizes are each variant's)."""
+def add_some_to_parser(parser: argparse.ArgumentParser, names: tuple[str, ...], command: str) -> None:
+    """The rows ``names`` of :data:`OPTIONS` as plain options of ``command`` (``report``, ``replay``)."""
     for name in names:
         option = _BY_NAME[name]
-        parser.add_argument(*_cli_spelling(option), dest=option.name, help=helps.get(name, option.help),
-                            **_argparse_keywords(option))
+        parser.add_argument(*_cli_spelling(option), dest=option.name, help=option.help_in(command),
+                            **_argparse_keywords(option, command))
 
 
 def _cli_spelling(option: Option) -> tuple[str, ...]:
     return (f"--no-{option.spelled}",) if option.kind == "waivable" else (f"--{option.spelled}",)
 
 
-def _argparse_keywords(option: Option) -> dict[str, Any]:
+def _argparse_keywords(option: Option, command: str = "check") -> dict[str, Any]:
+    default = option.default_in(command)
     if option.kind == "switch":
         return {"action": "store_true"}
     if option.kind == "waivable":
         return {"action": "store_false"}
     if option.kind == "negatable":
-        return {"action": argparse.BooleanOptionalAction, "default": option.default}
+        return {"action": argparse.BooleanOptionalAction, "default": default}
     keywords: dict[str, Any] = {"metavar": option.metavar, "choices": option.choices}
     if option.type is not None:
         keywords["type"] = option.type
     if option.kind == "repeat":
-        return {**keywords, "action": "append", "default": list(option.default)}
-    return {**keywords, "default": option.default}
+        return {**keywords, "action": "append", "default": list(default)}
+    return {**keywords, "default": default}
 
 
 def add_to_pytest(group: Any) -> None:
@@ -241,12 +283,75 @@ def _plugin_help(option: Option) -> str:
     return text
 
 
-def option_value(option: Option, value: Any) -> Any:
-    """The value of a ``--gather-*`` option, converted by the option's type; a bad one raises
-    :class:`~harness.contract.UsageError` naming the option."""
+def option_value(option: Option, value: Any, prefix: str = "--gather-") -> Any:
+    """The value of an option given as text (a ``--gather-*`` option), converted by the option's
+    type; a bad one raises :class:`~harness.contract.UsageError` naming the option as spelled."""
     if option.type is None or not isinstance(value, str):
         return value
     try:
         return option.type(value)
     except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"--gather-{option.spelled}: {exc}") from None
+        raise UsageError(f"{prefix}{option.spelled}: {exc}") from None
+
+
+def resolved(values: Mapping[str, Any], command: str = "check", prefix: str = "--") -> dict[str, Any]:
+    """Every setting of a check from any front end's ``values`` (text from a command line, Python
+    values from ``check_gather``), in one form: a missing or ``None`` value is ``command``'s default,
+    text is converted by the option's type, ``dims`` is text, ``dtypes`` a comma list, ``kwargs``
+    ``(name, literal source)`` pairs and ``world_sizes`` a ``(low, high)`` pair, or ``None`` for
+    the profile's (which needs the machine: :func:`harness.api.bind`).  A bad value is a
+    :class:`~harness.errors.UsageError` naming the option as ``prefix`` spells it."""
+    out: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = values.get(option.name)
+        value = option.default_in(command) if value is None else option_value(option, value, prefix)
+        out[option.name] = value
+    out["dims"] = None if out["dims"] is None else str(out["dims"])
+    if out["dtypes"] is not None and not isinstance(out["dtypes"], str):
+        out["dtypes"] = ",".join(out["dtypes"])
+    out["kwargs"] = _pairs(out["kwargs"], f"{prefix}kwarg")
+    if isinstance(out["world_sizes"], str):
+        out["world_sizes"] = parse_world_sizes(out["world_sizes"])
+    elif out["world_sizes"] is not None:
+        low, high = out["world_sizes"]
+        out["world_sizes"] = (int(low), int(high))
+    return out
+
+
+def _pairs(kwargs: Any, flag: str) -> tuple[tuple[str, str], ...]:
+    """``--kwarg`` texts (``NAME=LITERAL``), a mapping of Python values, or pairs already: pairs."""
+    if isinstance(kwargs, Mapping):
+        return literal_kwargs(kwargs)
+    return tuple(parse_kwarg(item, flag) if isinstance(item, str) else (item[0], item[1]) for item in kwargs)
+
+
+def command_line(values: Mapping[str, Any]) -> list[str]:
+    """The ``check`` options that say ``values`` (as :func:`resolved` gives them), in the table's
+    order: each contract and search setting that differs from ``check``'s default, and the world
+    sizes always (the profile's range may change); ``seed`` is the caller's, last."""
+    words: list[str] = []
+    for option in OPTIONS:
+        value = values.get(option.name)
+        if option.section == "output" or option.name == "seed" or value is None:
+            continue
+        if option.name != "world_sizes" and value == _comparable(option.default):
+            continue
+        words += _spelled(option, value)
+    return words
+
+
+def _comparable(default: Any) -> Any:
+    return tuple(default) if isinstance(default, list) else default
+
+
+def _spelled(option: Option, value: Any) -> list[str]:
+    flag = f"--{option.spelled}"
+    if option.kind == "switch":
+        return [flag] if value else []
+    if option.kind in ("negatable", "waivable"):
+        return [flag if value else f"--no-{option.spelled}"]
+    if option.kind == "repeat":
+        return [word for name, literal in value for word in (flag, f"{name}={literal}")]
+    if option.name == "world_sizes":
+        return [flag, "{}-{}".format(*value)]
+    return [flag, f"{value:g}" if isinstance(value, float) else str(value)]

@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness import files, profiles, targets
-from harness.contract import parse_kwarg, parse_world_sizes
 from harness.errors import UsageError
 from harness.options import OPTIONS, add_to_pytest, option_value
 
@@ -85,23 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from harness import api  # imports torch: only when a target is selected
     from harness.errors import TargetError
 
-    profile = _our_profile(config) or profiles.default_name()
-    text = config.getoption("gather_world_sizes")
+    values = {option.name: config.getoption(f"gather_{option.spelled.replace('-', '_')}")
+              for option in OPTIONS if option.plugin and not option.fixture}
     try:
-        contract = api.build_contract(
-            ragged=config.getoption("gather_ragged"), dims=config.getoption("gather_dims"),
-            grad=config.getoption("gather_grad"), dtype_text=config.getoption("gather_dtypes"),
-            backend=config.getoption("gather_backend"), device=config.getoption("gather_device"),
-            world_sizes=parse_world_sizes(text) if text else profiles.WORLD_SIZES.get(profile, (1, 4)),
-            output=config.getoption("gather_output"), groups=config.getoption("gather_groups"),
-            kwargs=tuple(parse_kwarg(text, "--gather-kwarg") for text in config.getoption("gather_kwarg")),
-            bits=config.getoption("gather_bits"), collective=config.getoption("gather_collective"),
-            op=config.getoption("gather_op"),
-        )
-        config.stash[_OPTIONS] = api.CheckOptions(
-            target=api.target_of(target), contract=contract, dtype_text=config.getoption("gather_dtypes"),
-            profile=profile, **_fixture_options(config),
-        )
+        profile = _our_profile(config) or profiles.default_name()
+        config.stash[_OPTIONS] = api.bind({**values, **_fixture_options(config), "profile": profile},
+                                          api.target_of(target), prefix="--gather-")
     except (UsageError, TargetError) as exc:
         raise pytest.UsageError(f"gather-harness: {exc}") from None
 

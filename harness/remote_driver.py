@@ -6,7 +6,6 @@ ranks are connections, not child processes).
 """
 from __future__ import annotations
 
-import argparse
 import atexit
 import os
 import secrets
@@ -19,14 +18,12 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any
 
-from harness import api, files, rank_calls
-from harness.arguments import CONNECT_TIMEOUT_S
+from harness import files, rank_calls
 from harness.case import Case
-from harness.contract import Contract
 from harness.errors import PoolError, PoolGone, UsageError
 from harness.faults import RankFault
 from harness.machine import group_timeout_s
-from harness.options import DEFAULT_TIMEOUT_S
+from harness.options import CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from harness.pool import RankSets
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, receive, send
@@ -366,27 +363,3 @@ def _send_quietly(conn: Connection, name: str) -> bool:
 
 def _to_stderr(text: str) -> None:
     print(f"gather-harness: {text}", file=sys.stderr, flush=True)
-
-
-# -- the command-line options ------------------------------------------------------------------------
-
-
-def build_contract(*, world_sizes: tuple[int, int], **options: Any) -> Contract:
-    """As :func:`harness.api.build_contract` for a torchrun job: one world size, no local GPU checks.
-
-    The driver may run on a machine without GPUs, or with fewer than the job has.
-    """
-    low, high = world_sizes
-    if low != high:
-        raise UsageError(f"--world-sizes {low}-{high}: with --listen the world size is the torchrun job's; "
-                         f"give it as --world-sizes W (nnodes x nproc-per-node)")
-    return api.build_contract(world_sizes=world_sizes, local=False, **options)
-
-
-def pool_from_arguments(args: argparse.Namespace, contract: Contract) -> RemotePool:
-    """The remote pool ``--listen`` asks for, serving cases of ``contract``."""
-    return RemotePool(args.listen, backend=contract.backends[0], device=contract.devices[0],
-                      world_size=contract.world_sizes[0], timeout=args.timeout,
-                      connect_timeout=args.connect_timeout, address_file=args.address_file)
-
-

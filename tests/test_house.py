@@ -44,6 +44,12 @@ RANK_SIDE = frozenset({
     "harness.variants.plain",
     "harness.variants.torch_paths",
 })
+#: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
+#: front ends and never imports one (:data:`FRONT_ENDS`), directly or through others: options are
+#: bound into a contract above it (``harness.api.bind``), and it is handed the result.
+POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.faults", "harness.machine", "harness.forkserver",
+                        "harness.remote_driver", "harness.capabilities"})
+FRONT_ENDS = frozenset({"harness.api", "harness.arguments", "harness.cli", "harness.plugin"})
 #: What a module embedded in a repro script may import besides the other embedded modules.
 EMBEDDED_MAY_IMPORT = frozenset({"__future__", "torch"} | set(sys.stdlib_module_names))
 #: A helper call or a target named by a string: ``"harness.module:attr"``.
@@ -168,6 +174,23 @@ def test_the_rank_side_check_finds_a_planted_import() -> None:
     graph = import_graph()
     graph["harness.case"] = graph["harness.case"] | {"harness.pool"}
     assert "harness.pool" in controller_imports(graph)["harness.case"]
+
+
+def front_ends_reached(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each pool-layer module that reaches a front end, with the front ends it reaches."""
+    found = {module: reachable(graph, module) & FRONT_ENDS for module in sorted(POOL_LAYER)}
+    return {module: reached for module, reached in found.items() if reached}
+
+
+def test_the_pool_layer_never_imports_a_front_end() -> None:
+    assert POOL_LAYER <= set(import_graph()), sorted(POOL_LAYER - set(import_graph()))
+    assert front_ends_reached(import_graph()) == {}
+
+
+def test_the_pool_layer_check_finds_a_planted_import() -> None:
+    graph = import_graph()
+    graph["harness.faults"] = graph["harness.faults"] | {"harness.arguments"}
+    assert front_ends_reached(graph)["harness.faults"] == {"harness.arguments"}
 
 
 def string_addresses(source: str) -> set[str]:

@@ -1,0 +1,107 @@
+"""One table of options, bound one way: ``check_gather``, ``check``, ``fuzz`` and the pytest options agree.
+
+:data:`harness.options.OPTIONS` declares every setting; :func:`harness.api.bind` is the one way
+from a front end's values to a check.  These tests hold the front ends to both, without running
+a search: the check is stopped where its options are bound.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness import api, check_gather, cli, fuzz
+from harness.api import CheckOptions
+from harness.contract import Contract
+from harness.errors import UsageError
+from harness.options import OPTIONS, command_line, resolved
+
+TARGET = "harness.ragged:all_gather_ragged"
+#: Settings of the command line alone: a time budget and where output goes (check_gather returns a report).
+CLI_ONLY = {"duration", "json", "html", "quiet"}
+
+
+class Stop(UsageError):
+    """Raised where the options are bound, so that no check runs (a usage error: exit 2 in the CLI)."""
+
+
+@pytest.fixture
+def bound(monkeypatch: pytest.MonkeyPatch) -> list[Contract]:
+    """The contract each front end binds, its check stopped right after."""
+    made: list[Contract] = []
+
+    def stopping(real: Callable[..., Any], pick: Callable[[Any], Contract]) -> Callable[..., Any]:
+        def bind(*args: Any, **kwargs: Any) -> Any:
+            made.append(pick(real(*args, **kwargs)))
+            raise Stop("stopped where the options are bound")
+        return bind
+
+    monkeypatch.setattr(api, "bind", stopping(api.bind, lambda options: options.contract))
+    monkeypatch.setattr(fuzz, "bind_contract", stopping(api.bind_contract, lambda pair: pair[0]))
+    return made
+
+
+def test_check_gathers_keywords_are_the_tables_settings_with_its_defaults() -> None:
+    keywords = {name: parameter.default for name, parameter in inspect.signature(check_gather).parameters.items()
+                if name != "gather"}
+    table = {option.name: option.default for option in OPTIONS if option.name not in CLI_ONLY}
+    assert keywords == {**table, "kwargs": None}  # fixed arguments: a mapping in Python, none by default
+
+
+def test_the_command_lines_defaults_are_the_tables() -> None:
+    args = vars(cli.build_parser().parse_args(["check", TARGET]))
+    assert {option.name: args[option.name] for option in OPTIONS} == {
+        option.name: list(option.default) if option.kind == "repeat" else option.default for option in OPTIONS}
+
+
+def test_every_plugin_option_is_registered_with_the_tables_default(pytestconfig: pytest.Config) -> None:
+    for option in OPTIONS:
+        if option.plugin:
+            value = pytestconfig.getoption(f"gather_{option.spelled.replace('-', '_')}")
+            want = None if option.fixture else list(option.default) if option.kind == "repeat" else option.default
+            assert value == want, option.name
+
+
+def test_the_nightly_profile_draws_the_same_world_sizes_from_every_front_end(bound: list[Contract]) -> None:
+    with pytest.raises(Stop):
+        check_gather(TARGET, profile="nightly")
+    assert cli.main(["check", TARGET, "--profile", "nightly"]) == 2
+    assert cli.main(["fuzz", TARGET, "--profile", "nightly", "--duration", "1"]) == 2
+    assert [contract.world_sizes for contract in bound] == [(1, 8)] * 3
+
+
+def test_world_sizes_given_win_over_the_profiles(bound: list[Contract]) -> None:
+    with pytest.raises(Stop):
+        check_gather(TARGET, profile="nightly", world_sizes=(2, 3))
+    assert cli.main(["check", TARGET, "--profile", "nightly", "--world-sizes", "2-3"]) == 2
+    assert [contract.world_sizes for contract in bound] == [(2, 3)] * 2
+
+
+def test_the_rerun_line_is_the_table_spelling_the_check_again() -> None:
+    options = api.bind({"grad": "sum", "ragged": False, "kwargs": {"sync_grads": True}, "timeout": 3.0,
+                        "world_sizes": (2, 3), "seed": 7, "profile": "ci", "max_examples": 5}, TARGET)
+    assert api.bind({}, TARGET).profile is None  # not given: the default profile, left out of the line
+    line = api.check_command(options)
+    assert line == ("python -m harness check harness.ragged:all_gather_ragged --no-ragged --grad sum "
+                    "--kwarg sync_grads=True --world-sizes 2-3 --max-examples 5 --timeout 3 --profile ci --seed 7")
+    args = vars(cli.build_parser().parse_args(line.split()[3:]))
+    again = api.bind(args, args["target"])
+    assert again == options  # the line binds to the same check
+
+
+def test_a_bad_value_names_the_option_as_the_front_end_spells_it() -> None:
+    with pytest.raises(UsageError, match="^--gather-timeout: 'soon' is not a positive number"):
+        resolved({"timeout": "soon"}, prefix="--gather-")
+    with pytest.raises(UsageError, match="^--kwarg 'oops': expected NAME=LITERAL"):
+        resolved({"kwargs": ["oops"]})
+    with pytest.raises(UsageError, match="--world-sizes 1-2: with --listen the world size is the torchrun job's"):
+        api.bind({"world_sizes": "1-2"}, TARGET, listen=True)
+
+
+def test_command_line_leaves_out_defaults_and_output() -> None:
+    settings = resolved({"json": "x.json", "quiet": True, "world_sizes": (1, 4)})
+    assert command_line(settings) == ["--world-sizes", "1-4"]
+    assert isinstance(api.bind(settings, TARGET), CheckOptions)
