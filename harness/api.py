@@ -86,7 +86,7 @@ class CheckOptions:
     #: Show every frame of a failing rank's stack, not only the target's own.
     full_stacks: bool = default("full_stacks")
     annotate: bool = True
-    track_semantics: bool = False
+    track_semantics: bool = True
     shrink_budget_s: float = SearchSettings.shrink_budget_s
 
     def option_values(self) -> dict[str, Any]:
@@ -354,7 +354,9 @@ def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
 
 
 def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None:
-    """Every finding's hints and its two repro scripts."""
+    """What the target does de facto, every finding's hints and its two repro scripts."""
+    note = hints.de_facto_note(report)
+    report.notes += [note] if note else []
     for finding in report.findings:
         finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
             pool, options.target, report.contract, finding, options.timeout)) if hint]

@@ -272,10 +272,14 @@ def _caused_by_the_write(violation: Violation) -> Violation:
 
 def check_gradient(case: Case, result: RankResult) -> list[Violation]:
     r = result.rank
+    if result.no_backward.startswith("shape:"):
+        return []  # the output's shape is the violation; a gradient of the wrong shape's output means nothing
     want = _expected_grad(case, r, case.grad)
     got = result.grad
     if got is None:
-        return [Violation("gradients", "mismatch", r, f"grad of x=None, but should be {_contract_text(case.grad, case.collective)} on rank {r}")]
+        why = f" ({result.no_backward.partition(': ')[2]})" if result.no_backward else ""
+        return [Violation("gradients", "mismatch", r, f"grad of x=None{why}, but should be "
+                                                      f"{_contract_text(case.grad, case.collective)} on rank {r}")]
     like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or _check_like(
         "grad", got, want.in_dtype, r, prop="gradients")
     if like:

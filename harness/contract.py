@@ -208,7 +208,8 @@ class Contract:
     - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see README).
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
       ``auto`` to let the probe detect it.
-    - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target.
+    - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target; ``None``
+      (the options' default) until the probe decides: on when the target takes a group.
     - ``mesh``: with ``groups``, the layouts are the groups of one dimension of a 2-D device
       mesh over the world (contiguous blocks or strided sets of n ranks, n dividing W, no
       idle rank): what a mesh-dimension gather can be given.
@@ -217,8 +218,8 @@ class Contract:
     - ``bits``: results must be bit-identical to the reference (signed zeros, NaN payloads,
       bool bytes), not only equal in value; ``False`` for gathers built with arithmetic.
       What is judged, not what is drawn: it is left out of :meth:`describe`.
-    - ``optional_group``: set by the probe when the target's group parameter has a default
-      and no ``--groups``: cases draw whether it is passed (``Case.world_group``).
+    - ``optional_group``: set by the probe when the target's group parameter has a default:
+      cases draw whether it is passed (a layout with ``groups``, else ``Case.world_group``).
     - ``collective``: what the target computes (:data:`COLLECTIVES`); ``op``: the reduction of
       a reduce-scatter (``sum``, ``mean``, ``max``).  The default dtypes of a reduction are
       the ones it is defined for (:data:`OP_DTYPES`).
@@ -232,7 +233,7 @@ class Contract:
     devices: tuple[str, ...] = ("cpu",)
     world_sizes: tuple[int, int] = field(default=(1, 4))
     output: str = "auto"
-    groups: bool = False
+    groups: bool | None = False
     mesh: bool = False
     kwargs: tuple[tuple[str, str], ...] = ()
     bits: bool = True

@@ -381,6 +381,11 @@ class _Planner:
                 f"binds by name only {_BOUND_BY_NAME}; " + "; ".join(self._hint(p) for p in unmet))
 
     def _hint(self, parameter: inspect.Parameter) -> str:
+        collective = next((name for role, name in _COLLECTIVE_OF_ROLE.items()
+                           if parameter.name in ROLE_NAMES[role] and role not in self.names), "")
+        if collective:
+            return (f"{parameter.name!r} is how a {collective} is told its sizes: if {self.name} computes a "
+                    f"{collective}, check it with --collective {collective} (collective={collective!r} from Python)")
         wrapper = f"def gather(x, dim): return {self.name}(x, ...)"
         annotation = parameter.annotation
         shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
@@ -392,6 +397,11 @@ class _Planner:
                 f"on the call needs a wrapper, e.g. {wrapper}")
 
 
+#: The collective whose split sizes a role holds: a parameter of that name says which collective a target computes.
+_COLLECTIVE_OF_ROLE = {"split_sizes": "reduce-scatter", "input_split_sizes": "all-to-all",
+                       "output_split_sizes": "all-to-all"}
+#: The roles that tell a target the sizes of a ragged collective.
+SPLIT_ROLES = frozenset(_COLLECTIVE_OF_ROLE)
 #: What the harness binds, for messages: ``a dim (dim, gather_dim, ...), a group (...), ...``.
 _BOUND_BY_NAME = "{}, {}, {} and {}".format(*(f"{what} ({', '.join(ROLE_NAMES[role])})" for role, what in (
     ("dim", "a dim"), ("group", "a group"), ("rank", "the rank"), ("world_size", "the world size"))))

@@ -213,7 +213,7 @@ class Coverage:
         convention draws equal shapes only, 0-d ones included."""
         stack = contract.read_as.stacked  # the one convention that reads 0-d inputs
         return cls(world_sizes=contract.world_sizes, dtypes=dtypes or contract.dtypes, grad=contract.grad != "none",
-                   groups=contract.groups, ragged=contract.ragged_cases,
+                   groups=bool(contract.groups), ragged=contract.ragged_cases,
                    dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]))
 
     def record(self, case: Case, failed: str | None = None) -> None:

@@ -126,7 +126,7 @@ def plan(args: argparse.Namespace) -> list[Entry]:
     given = [name for name, value in (("--ragged/--no-ragged", args.ragged), ("--dims", args.dims),
                                       ("--grad", args.grad), ("--dtypes", args.dtypes),
                                       ("--output", None if args.output == "auto" else args.output),
-                                      ("--groups", args.groups or None),
+                                      ("--groups/--no-groups", args.groups),
                                       ("--kwarg", args.kwargs or None)) if value is not None]
     if given:
         raise UsageError(f"{given[0]} describes a TARGET; catalogue variants are held to their authors' claims "

@@ -7,8 +7,12 @@ ranks backs it up, never as a guess:
   gradients (an ``autograd.Function``, or a result that requires grad when its input does)
   gets no gradient check at all: the note says so, and which option gives one;
 - :func:`ragged_hint`: a hang, crash or desync on ragged input whose case passes once every
-  rank holds the same length: the gather needs equal sizes, so ``--no-ragged`` is its contract;
-- :func:`layout_hint`: a failure that needs ranks' memory layouts to differ, in plain words.
+  rank holds the same length: ``--no-ragged`` is the contract of code that needs equal sizes,
+  and the hint says what that contract would no longer check.  A target that takes split
+  sizes claims ragged input by its signature: it gets no such hint;
+- :func:`layout_hint`: a failure that needs ranks' memory layouts to differ, in plain words;
+- :func:`de_facto_note`: the gradient contract every case with gradients matched, pass or fail,
+  and the stronger contract a contrastive loss needs when the target delivers only ``local``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.confirm import FAULTS
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
+from harness.conventions import SPLIT_ROLES
 from harness.finding import Finding
 from harness.pool import RankSets
 from harness.procedure import RunRequest
+from harness.search import CheckReport
 
 DIFFERENTIABLE = ("the target is differentiable ({why}) but --grad none checks no gradient: add --grad sum (or local, "
                   "mean; grad=\"sum\" from Python)")
@@ -39,7 +45,8 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
         return ""
     if convention.call.apply:
         return DIFFERENTIABLE.format(why="an autograd.Function")
-    case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output)
+    case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output,
+                            passes_group=bool(contract.groups))
     request = RunRequest(case=case, target=target, call=convention.call, detect=True, declared=convention.output,
                          requires_grad=True)
     outcome = pool.run_request(request, timeout)
@@ -51,9 +58,11 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
 
 
 def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout: float) -> str:
-    """``--no-ragged``, when a fault on ragged input goes away with equal lengths on every rank."""
+    """``--no-ragged``, when a fault on ragged input goes away with equal lengths on every rank, and
+    what it would hide; never for a target told the sizes (a split-size parameter): it claims them."""
     case = finding.case
-    if not contract.ragged or finding.kind not in FAULTS or not case.is_ragged:
+    told_sizes = any(role in SPLIT_ROLES for role in finding.call.roles)
+    if not contract.ragged or finding.kind not in FAULTS or not case.is_ragged or told_sizes:
         return ""
     equal = equal_lengths(case)
     pool.fresh(equal)
@@ -66,8 +75,9 @@ def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Findin
         held = f"sends {equal.ranks[0].splits[0]} rows to every rank"
     else:
         held = f"holds {equal.lengths[0]} along dim {case.dim}"
-    return (f"the same case passes when every rank {held}: if the {contract.collective} needs equal sizes on every "
-            f"rank, check it with --no-ragged (ragged=False from Python)")
+    return (f"the same case passes when every rank {held}; --no-ragged (ragged=False from Python) would check only "
+            f"equal sizes and no longer this failure: it is the right contract only if the code documents that the "
+            f"{contract.collective} needs equal sizes on every rank")
 
 
 def equal_lengths(case: Case) -> Case:
@@ -109,3 +119,25 @@ def layout_hint(finding: Finding) -> str:
                 f"({layouts}); a collective given it, or its .clone() (which keeps the layout), pairs up elements "
                 f"by their place in memory, not by index: call .contiguous() on it first")
     return ""
+
+
+def de_facto_note(report: CheckReport) -> str:
+    """What the gradients were, de facto, over every case that had them (:meth:`CheckReport.de_facto_semantics`):
+    beside a failure, and on a pass only where it falls short of a contract the user may need.
+
+    A check of ``--grad local`` whose gradients are never the sum passes, and is still the wrong
+    contract for a loss computed on every rank from the gathered batch: the note says so.
+    """
+    semantics = report.de_facto_semantics()
+    if report.contract.grad == "none" or semantics == "n/a":
+        return ""
+    met = semantics.split("=")
+    short_of_sum = report.contract.grad == "local" and "sum" not in met and report.contract.collective == "gather"
+    if report.verdict == "pass" and not short_of_sum:
+        return ""
+    note = (f"de facto gradient: {semantics} (what the gradients matched in all {report.graded_cases} case(s) that "
+            f"had them{'; no case told these apart' if len(met) > 1 else ''})")
+    if short_of_sum:
+        note += ("; if every rank's loss uses the gathered batch (a contrastive loss), the contract you need is "
+                 "--grad sum, which this target does not deliver")
+    return note

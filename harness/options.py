@@ -159,8 +159,9 @@ OPTIONS: tuple[Option, ...] = (
            + ", ".join(f"{output.name} ({output.means})" for output in OUTPUTS.values())
            + "; auto: detected by a probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS,
            section="contract"),
-    Option("groups", "also draw subgroup layouts (group ranks != global ranks, disjoint groups, idle ranks) and pass "
-                     "group= to TARGET, which must accept it", False, kind="switch", section="contract"),
+    Option("groups", "draw subgroup layouts (group ranks != global ranks, several groups, idle ranks) and pass "
+                     "group= to TARGET, which must accept it (default: when TARGET takes a group; --no-groups: the "
+                     "world group only)", None, kind="negatable", section="contract"),
     Option("kwargs", "a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True (repeatable; the "
                      "value is a Python literal: True, 3, 'text', (1, 2), None)", (), metavar="NAME=LITERAL",
            kind="repeat", section="contract", flag="kwarg"),

@@ -47,12 +47,13 @@ class RankSets:
 
     def run(self, case: Case, target: str, *, call: Call | None = None, check_grad: bool | None = None,
             repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "",
-            diagnose: bool = True, meanwhile: Callable[[], None] | None = None) -> Outcome:
+            requires_grad: bool = False, diagnose: bool = True,
+            meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run ``target`` on ``case`` in a warm set of ``case.world_size`` ranks (see :class:`RunRequest`
         and :meth:`RankSet.run`)."""
         check_grad = case.grad != "none" if check_grad is None else check_grad
         request = RunRequest(case=case, target=target, call=call or Call(), check_grad=check_grad, repeat=repeat,
-                             detect=detect, declared=declared)
+                             detect=detect, declared=declared, requires_grad=requires_grad)
         return self.run_request(request, timeout, diagnose=diagnose, meanwhile=meanwhile)
 
     def run_request(self, request: RunRequest, timeout: float | None = None, *, diagnose: bool = True,

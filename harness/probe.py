@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 
 from harness import rank_calls
 from harness.case import Case, RankSpec
-from harness.contract import OUTPUTS, Contract
+from harness.checks import check_outcome
+from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 from harness.conventions import ROLE_NAMES, Call
-from harness.errors import Misfit, RankCallFailed, TargetError
+from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
 from harness.pool import RankSets
 from harness.procedure import RankResult
@@ -103,7 +104,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
 
 
 def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
-    return pool.call(contract.world_sizes[0], PLAN_TARGET, target, contract.groups,
+    return pool.call(contract.world_sizes[0], PLAN_TARGET, target, bool(contract.groups),
                      contract.kwargs, contract.kind.roles, backend=contract.backends[0], device=contract.devices[0],
                      timeout=IMPORT_TIMEOUT_S)
 
@@ -117,24 +118,34 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
     _check_split_roles(call, contract, target)
-    both = call.group_optional and not contract.groups
+    chosen = contract.groups is not None  # --groups: an optional group is always passed, as asked
+    contract = replace(contract, groups=call.takes_group if contract.groups is None else contract.groups)
+    always = chosen and bool(contract.groups)
+    both = call.group_optional and not always
     declared = "" if contract.output == "auto" else contract.output
-    output, notes = declared or "tensor", _call_notes(call, both, contract.groups)
+    output, notes = declared or "tensor", _call_notes(call, both, bool(contract.groups), chosen)
     made: dict[str, None] = {}  # the calls made so far, in order
+    graded = contract.grad != "none" and dtype in DIFFERENTIABLE_DTYPES
+    ran: list[Outcome] = []
     for world in probe_world_sizes(contract):
         readings: dict[bool, str] = {}
-        for world_group in (True, False) if both else (False,):
-            case = probe_case(contract, world, dtype, output, world_group=world_group)
+        for passes in (True, False) if both else (bool(contract.groups),):
+            case = probe_case(contract, world, dtype, output, passes_group=passes)
             made[call.describe(pass_group=case.passes_group)] = None
             outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout,
-                               detect=True, declared=declared)
+                               detect=True, declared=declared, requires_grad=graded)
             pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
+            if outcome.fault or outcome.errors or _not_a_gathers_shape(outcome, contract):
+                _check_the_collective(pool, target, call, contract, dtype, timeout)
             if outcome.fault or outcome.errors:
                 if call.inferred:
                     raise Misfit(_inferred_failure(target, call, outcome))
                 return Probe(contract, Convention(call, output, not declared, tuple(made)), notes, failed=outcome)
-            readings[world_group] = _reading(outcome, world, target)
+            readings[passes] = _reading(outcome, world, target)
+            ran.append(outcome)
         output = _agreed(readings, call, target)
+    if graded:
+        _check_differentiable(ran, contract, call)
     implied = replace(contract, optional_group=both)
     if not call.takes_dim and contract.dims != "0":
         implied = replace(implied, dims="0")
@@ -143,7 +154,55 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),
-                 Convention(call, output, not declared, call.forms(groups=contract.groups)), notes)
+                 Convention(call, output, not declared, call.forms(groups=always)), notes)
+
+
+def _members(outcome: Outcome) -> list[RankResult]:
+    return [res for res in outcome.results if res is not None and not res.idle]
+
+
+def _check_differentiable(ran: list[Outcome], contract: Contract, call: Call) -> None:
+    """A gradient contract on a result that requires grad on no probe case is the contract's
+    mistake, not a finding: :class:`UsageError`.  A result differentiable on some cases and not
+    on others is left to the search, which reports it."""
+    if any(res.output_requires_grad for outcome in ran for res in _members(outcome)):
+        return
+    worlds = " and ".join(f"W={world}" for world in dict.fromkeys(outcome.case.world_size for outcome in ran))
+    raise UsageError(f"--grad {contract.grad}: the result of {call.describe()} requires grad on none of the probe's "
+                     f"cases ({worlds}, an input that requires grad): it is not differentiable (torch.no_grad, "
+                     f".detach(), a collective without autograd); check it with --grad none (grad=\"none\" from "
+                     f"Python), or give it a backward")
+
+
+def _not_a_gathers_shape(outcome: Outcome, contract: Contract) -> bool:
+    """Whether a gather's probe case of two ranks or more came back as one tensor of another length."""
+    case = outcome.case
+    gathered = (PROBE_SHAPE[0] * case.world_size, *PROBE_SHAPE[1:])
+    return (contract.collective == "gather" and case.world_size > 1
+            and any(res.detected_shape not in (None, gathered) for res in _members(outcome)))
+
+
+def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Contract, dtype: str,
+                          timeout: float) -> None:
+    """A gather's probe case failed or came back the wrong length: if the same call passes every probe
+    case of two ranks or more as a reduce-scatter of even slots, the contract names the wrong collective,
+    and that is :class:`UsageError` (exit 2) naming ``--collective reduce-scatter``, not a finding."""
+    if contract.collective != "gather":
+        return
+    scattering = replace(contract, collective="reduce-scatter", op="sum", ragged=False, grad="none", output="tensor",
+                         dtypes=(dtype,))
+    passed = []
+    for world in probe_world_sizes(contract)[1:]:
+        case = probe_case(scattering, world, dtype, "tensor", passes_group=bool(contract.groups))
+        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout)
+        pool.fresh(case)  # a hypothesis, not a case: the next case starts on ranks that ran nothing of it
+        if outcome.fault or check_outcome(outcome):
+            return
+        passed.append(case)
+    if passed:
+        raise UsageError(f"{call.describe()} computes a reduce-scatter, not a gather: on {passed[0].describe()} it "
+                         f"returns each rank's slot of the sum; check it with --collective reduce-scatter "
+                         f"(collective=\"reduce-scatter\" from Python; --no-ragged if it takes no split sizes)")
 
 
 def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
@@ -156,15 +215,19 @@ def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
                      f"cannot tell it the sizes: check equal splits with --no-ragged, or add the parameter")
 
 
-def _call_notes(call: Call, both: bool, groups: bool) -> list[str]:
-    """What the header says about the call beyond its forms."""
+def _call_notes(call: Call, both: bool, groups: bool, chosen: bool) -> list[str]:
+    """What the header says about the call beyond its forms: which groups it gets, and why."""
     notes = []
+    if groups:
+        why = "--groups: always passed" if chosen else f"{call.name} takes a group; --no-groups: the world group only"
+        notes.append(f"subgroups: cases pass group layouts (several groups, idle ranks, group rank != global rank) "
+                     f"({why})")
     if both:
-        notes.append(f"the group of {call.name} is optional: each case makes one of the two calls (the world group "
-                     f"when passed; its case line then says group=WORLD)")
+        passed = "a layout's group" if groups else "the world group; its case line then says group=WORLD"
+        notes.append(f"the group of {call.name} is optional: each case makes one of the two calls (when passed: "
+                     f"{passed})")
     elif call.takes_group and not groups:
-        notes.append(f"the group of {call.name} has no default: every call gets the world group (--groups draws "
-                     f"subgroups)")
+        notes.append(f"the group of {call.name} has no default: every call gets the world group (--no-groups)")
     if call.inferred:
         notes.append(f"{call.signature} names no {' or '.join(call.inferred)} parameter: passed by position, "
                      f"inferred (had the probe's call failed, that would have been exit 2, not a finding)")
@@ -202,16 +265,18 @@ def probe_world_sizes(contract: Contract) -> list[int]:
     return sizes
 
 
-def probe_case(contract: Contract, world: int, dtype: str, output: str, *, world_group: bool = False) -> Case:
+def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passes_group: bool = False) -> Case:
     """``world`` ranks holding ``(3,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient;
-    ``world_group``: an optional group is passed (the world group)."""
-    groups = (tuple(range(world)),) if contract.groups else ()
+    ``passes_group``: the target is given a group (the world as one group of the layout with
+    ``groups``, else the world group)."""
+    groups = (tuple(range(world)),) if contract.groups and passes_group else ()
+    world_group = passes_group and not groups
     if contract.collective == "all-to-all":  # PROBE_SHAPE's rows to every rank
         rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
     else:  # a gather's input, a reduce-scatter's slot
         rank = RankSpec(PROBE_SHAPE)
     return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backends[0],
-                device=contract.devices[0], groups=groups, output=output, world_group=world_group and not groups,
+                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, op=contract.op)
 
 

@@ -94,6 +94,11 @@ class RankResult:
     input_version: tuple[int, int] | None = None
     detected: str = ""
     misfit: str = ""
+    #: Why no backward pass ran though the case has gradients (:func:`_no_backward`), or ``""``.
+    no_backward: str = ""
+    #: The probe's reading of a one-tensor result: its shape (another collective's shape says
+    #: the contract is wrong, :func:`harness.probe.probe`).
+    detected_shape: tuple[int, ...] | None = None
     error: str | None = None
     error_type: str | None = None
     error_phase: str | None = None
@@ -181,7 +186,9 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         result.output_requires_grad = reading.flowing.requires_grad
         if request.check_grad:
             phase = "backward"
-            result.grad = _gradient(reading.flowing, x, make_cotangent(case, rank, device=device))
+            cotangent = make_cotangent(case, rank, device=device)
+            result.no_backward = _no_backward(reading.flowing, cotangent)
+            result.grad = None if result.no_backward else _gradient(reading.flowing, x, cotangent)
             result.grad_device = None if result.grad is None else device_of(result.grad)
             result.grad = None if result.grad is None else _cpu(result.grad)
         if request.repeat:
@@ -239,6 +246,8 @@ def _detect(result: RankResult, y: Any, x: torch.Tensor, world: int, case: Case,
             result.detected = detect_output(y, x, world, dim)
     except Misfit as misfit:
         result.misfit = str(misfit)
+    if isinstance(y, torch.Tensor):
+        result.detected_shape = tuple(y.shape)
 
 
 def _neighbour_output(y: Any, case: Case, world: int, declared: str) -> str:
@@ -259,9 +268,18 @@ def carries_grad(result: Any) -> bool:
     return isinstance(result, (list, tuple)) and any(carries_grad(item) for item in result)
 
 
-def _gradient(flowing: torch.Tensor, x: torch.Tensor, cotangent: torch.Tensor) -> torch.Tensor | None:
+def _no_backward(flowing: torch.Tensor, cotangent: torch.Tensor) -> str:
+    """Why no backward pass can run from the result, or ``""``: a result that does not require grad
+    has none, and one of the wrong shape cannot take the reference's cotangent (its shape is the
+    finding; a backward forced on it would fail inside the harness, not the target)."""
+    if tuple(flowing.shape) != tuple(cotangent.shape):
+        return f"shape: the output's shape {tuple(flowing.shape)} is not the contract's {tuple(cotangent.shape)}"
     if not flowing.requires_grad:
-        raise TypeError("the output does not require grad: the variant is not differentiable")
+        return "grad: the output does not require grad, so no gradient flows back to x"
+    return ""
+
+
+def _gradient(flowing: torch.Tensor, x: torch.Tensor, cotangent: torch.Tensor) -> torch.Tensor | None:
     (grad,) = torch.autograd.grad(flowing, x, cotangent, allow_unused=True)
     return grad
 

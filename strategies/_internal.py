@@ -412,8 +412,8 @@ def cases(
       ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``, its
       ``output`` becomes ``case.output`` (``auto`` reads as ``tensor``; ``stack`` also draws
       0-d inputs), and with ``groups`` every case also draws a group layout; with
-      ``optional_group`` (and no ``groups``) every case draws whether the target is given
-      the world group (``case.world_group``).
+      ``optional_group`` every case draws whether the target is given a group at all (then
+      its layout, or without ``groups`` the world group, ``case.world_group``).
     - ``dtypes`` (default None: ``contract.dtypes``): the dtype names to draw; pass the
       contract's dtypes already intersected with what the backend really supports.
     - ``backend`` (default ``"gloo"``), ``device`` (default ``"cpu"``): copied into the case.
@@ -444,7 +444,7 @@ def cases(
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
     return _as_drawn(_cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
                             output=contract.read_as.name, groups=contract.groups, mesh=contract.mesh,
-                            optional_group=contract.optional_group and not contract.groups), contract)
+                            optional_group=contract.optional_group and not contract.mesh), contract)
 
 
 def recipes_for(contract: Contract) -> tuple[str, ...]:
@@ -524,12 +524,14 @@ def _cases(
     shapes, dim = drawn.shapes, drawn.dim
     if OUTPUTS[output].stacked and draw(_SCALARS):
         shapes, dim = tuple(() for _ in shapes), 0
+    # An optional group is passed or not (shrinking toward not); passed, it is a layout with groups.
+    passes = not optional_group or draw(st.booleans())
     if mesh:
         layout = _mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
     else:
-        layout = _group_layout(draw(_group_labels(len(shapes)))) if groups else ()
+        layout = _group_layout(draw(_group_labels(len(shapes)))) if groups and passes else ()
     ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(shapes, traits))
-    world_group = optional_group and draw(st.booleans())  # shrinks toward the call without the group
+    world_group = optional_group and passes and not groups
     return Case(ranks=ranks, dim=dim, dtype=dtype, grad=grad, backend=backend, device=device, groups=layout,
                 output=output, world_group=world_group)
 

@@ -10,7 +10,9 @@ largest exact float, NaN payloads, signed zeros, subnormals; then ``padding``-li
 zero-length rank, every rank empty, the largest world size allowed).  A stratum that fails
 comes with a strategy to shrink the failure in: every case of its dtype, or cases with a
 long rank, or any case.  A target whose group parameter is optional is called with the world
-group in every other stratum, the first included, and without it in the rest.
+group in every other stratum, the first included, and without it in the rest.  With subgroups
+(``groups``), strata of several groups, a group rank unlike the global one and an idle rank
+come right after the layout strata.
 """
 
 from __future__ import annotations
@@ -62,11 +64,51 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
     layouts = _layout_classes(contract, names, rng, backend, device)
     first_round = len(names)  # every dtype once, then the shape and layout classes, then the rest
     layers = dtype_strata[:first_round] + shapes + layouts + dtype_strata[first_round:]
-    if contract.optional_group and not contract.groups:  # both calls from the first two strata on
-        layers = [replace(layer, case=replace(layer.case, world_group=n % 2 == 0)) for n, layer in enumerate(layers)]
+    if contract.optional_group:  # both calls from the first two strata on: with the group and without
+        layers = [replace(layer, case=_passing_group(layer.case, n % 2 == 0)) for n, layer in enumerate(layers)]
+    after_layouts = first_round + len(shapes) + len(layouts)
+    layers[after_layouts:after_layouts] = _group_classes(contract, names, rng, backend, device)
     if contract.collective != "gather":
         layers = [replace(layer, case=as_collective(layer.case, contract)) for layer in layers]
     return layers
+
+
+#: Subgroup layouts every run with ``groups`` reaches early: (lengths, groups); ranks in no group are idle.
+_GROUP_CLASSES: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = (
+    ("two groups of one rank", ((0,), (1,))),
+    ("a group rank that is not the global rank", ((0, 2), (1,))),
+    ("an idle rank beside two groups", ((1, 3), (0,))),
+)
+
+
+def _group_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
+                   device: str) -> list[Stratum]:
+    """With ``groups`` (not a mesh's): several groups, a group rank unlike the global one, an idle
+    rank, at the smallest world that has each: what a subgroup bug needs, which random layouts
+    reach late (most draws are one group, and shrinking leans there)."""
+    if not contract.groups or contract.mesh:
+        return []
+    low, high = contract.world_sizes
+    # shrunk among cases that pass a group: a failure found on subgroups does not drift to a groupless call
+    grouped = cases(contract=replace(contract, optional_group=False), dtypes=names, backend=backend, device=device)
+    found = []
+    for label, layout in _GROUP_CLASSES:
+        world = max(max(group) for group in layout) + 1
+        if not low <= world <= high:
+            continue
+        lengths = tuple(_RAGGED_LENGTHS[r % len(_RAGGED_LENGTHS)] if contract.ragged_cases else _TYPICAL_LENGTH
+                        for r in range(world))
+        case = replace(_typical(contract, names[0], "random", rng, backend, device, lengths), groups=layout)
+        found.append(Stratum(label, case, grouped))
+    return found
+
+
+def _passing_group(case: Case, passes: bool) -> Case:
+    """``case`` calling an optional group's target with the group (its layout, else the world
+    group) or without it."""
+    if not passes:
+        return replace(case, groups=(), world_group=False)
+    return case if case.groups else replace(case, world_group=True)
 
 
 def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, backend: str, device: str,

@@ -156,8 +156,8 @@ def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
     report = check_gather(target, grad="sum", kwargs={"sync_grads": True}, max_examples=10)
     assert report.convention is not None
     assert report.convention.forms == ("all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
-    with pytest.raises(AssertionError, match="not differentiable"):
-        check_gather(target, grad="sum", max_examples=10)
+    with pytest.raises(UsageError, match="^--grad sum: .* requires grad on none of the probe's cases.*not differentiable"):
+        check_gather(target, grad="sum", max_examples=10)  # without the switch: the contract's mistake, exit 2
 
 
 def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:

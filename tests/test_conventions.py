@@ -36,6 +36,7 @@ from harness.case import Case, RankSpec
 from harness.checks import check_result
 from harness.contract import Contract
 from harness.conventions import Call, Misfit, detect_output, plan_call, read
+from harness.errors import UsageError
 from harness.procedure import RankResult
 from harness.search import Progress, run_check
 from tests import planted_conventions
@@ -365,8 +366,10 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
     assert switched.verdict == "pass", "\n\n".join(f.text() for f in switched.findings)
     assert switched.convention is not None and switched.convention.forms == (
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
-    plain = run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=5.0, pool=pool)
-    assert [f.property for f in plain.findings] == ["gradients"] and "not differentiable" in plain.findings[0].message
+    # without the switch the result never requires grad: the contract's mistake (exit 2), not a finding
+    with pytest.raises(UsageError, match=r"^--grad sum: the result of all_gather\(x, group=group\) requires grad "
+                                         r"on none of the probe's cases \(W=1 and W=2, "):
+        run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=5.0, pool=pool)
 
 
 def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

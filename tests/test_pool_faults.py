@@ -7,6 +7,7 @@ timeout plus a few seconds, and the very next correct case must pass on the heal
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -196,10 +197,14 @@ def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fau
     outcome, _ = run_timed(fault_pool, "tests.planted_faults:abort_mismatch")
     finding = finding_of(RAGGED, check_outcome(outcome))
     hint = hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(), finding, TIMEOUT_S)
-    assert hint == ("the same case passes when every rank holds 3 along dim 0: if the gather needs equal sizes on "
-                    "every rank, check it with --no-ragged (ragged=False from Python)")
+    assert hint == ("the same case passes when every rank holds 3 along dim 0; --no-ragged (ragged=False from Python) "
+                    "would check only equal sizes and no longer this failure: it is the right contract only if the "
+                    "code documents that the gather needs equal sizes on every rank")
     assert hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(ragged=False), finding,
                              TIMEOUT_S) == ""
+    # a target told the sizes (an MoE dispatch's split sizes) claims ragged input: --no-ragged would hide its bug
+    told = dataclasses.replace(finding, call=Call(name="dispatch", keywords=(("input_split_sizes", "input_split_sizes"),)))
+    assert hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(), told, TIMEOUT_S) == ""
     # a fault that equal lengths do not avoid gets no hint
     outcome, _ = run_timed(fault_pool, "tests.planted_faults:exit_rank1")
     crash = finding_of(RAGGED, check_outcome(outcome))
