@@ -136,7 +136,7 @@ def de_facto_note(report: CheckReport) -> str:
     if report.verdict == "pass" and not short_of_sum:
         return ""
     note = (f"de facto gradient: {semantics} (what the gradients matched in all {report.graded_cases} case(s) that "
-            f"had them{'; no case told these apart' if len(met) > 1 else ''})")
+            f"returned them{'; no case told these apart' if len(met) > 1 else ''})")
     if short_of_sum:
         note += ("; if every rank's loss uses the gathered batch (a contrastive loss), the contract you need is "
                  "--grad sum, which this target does not deliver")

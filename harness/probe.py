@@ -200,8 +200,8 @@ def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Con
             return
         passed.append(case)
     if passed:
-        raise UsageError(f"{call.describe()} computes a reduce-scatter, not a gather: on {passed[0].describe()} it "
-                         f"returns each rank's slot of the sum; check it with --collective reduce-scatter "
+        raise UsageError(f"{call.describe()} computes a reduce-scatter, not a gather: on the case {passed[0].describe()}, "
+                         f"it returns each rank's slot of the sum; check it with --collective reduce-scatter "
                          f"(collective=\"reduce-scatter\" from Python; --no-ragged if it takes no split sizes)")
 
 

@@ -57,8 +57,9 @@ def test_a_gradient_contract_on_a_non_differentiable_result_is_exit_2_in_seconds
 @pytest.mark.parametrize("target, grad", [("reduce_scatter_even", "none"), ("reduce_scatter_even_grad", "sum")])
 def test_a_reduce_scatter_checked_as_a_gather_is_exit_2_naming_the_collective(pool: Pool, target: str,
                                                                                grad: str) -> None:
-    with pytest.raises(UsageError, match=rf"^{target}\(x\) computes a reduce-scatter, not a gather: on "
-                                         r"reduce-scatter\(sum\) W=2 .*; check it with --collective reduce-scatter"):
+    with pytest.raises(UsageError, match=rf"^{target}\(x\) computes a reduce-scatter, not a gather: on the case "
+                                         r"reduce-scatter\(sum\) W=2 .*, it returns each rank's slot of the sum; "
+                                         r"check it with --collective reduce-scatter"):
         check_gather(f"{PLANTED}:{target}", grad=grad, max_examples=10)
 
 
@@ -82,7 +83,7 @@ def test_a_local_gradient_passes_and_says_what_a_contrastive_loss_needs(pool: Po
     report = check_gather(f"{ROOT}/examples/gather_layer.py:GatherLayer", ragged=False, grad="local",
                           max_examples=30, seed=0)
     [note] = [note for note in report.notes if note.startswith("de facto gradient")]
-    assert note.startswith("de facto gradient: local (what the gradients matched in all ")
+    assert note.startswith("de facto gradient: local (what the gradients matched in all ") and "returned them" in note
     assert note.endswith("the contract you need is --grad sum, which this target does not deliver")
     assert report.to_json()["de_facto_gradient"] == "local"
 
