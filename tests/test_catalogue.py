@@ -89,9 +89,11 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                             "all_reduce of a non-contiguous cotangent clone on gloo sums the wrong elements"),
     "lucidrains_all_reduce": (("gradients",), non_contiguous_cotangent,
                               "same: all_reduce on the non-contiguous cotangent"),
-    "torch_nn_all_gather": (("gradients",), lambda c: non_contiguous_cotangent(c) and c.ndim >= 2,
+    # It takes an optional group, so it is checked on subgroups too, where its backward also fails.
+    "torch_nn_all_gather": (("gradients",), lambda c: (non_contiguous_cotangent(c) and c.ndim >= 2)
+                            or group_not_leading_ranks(c),
                             "torch 2.13 gloo backward (all_to_all) ignores cotangent strides: grad comes back "
-                            "transposed (pytorch#192920)"),
+                            "transposed (pytorch#192920); on subgroups it raises (pytorch#130515)"),
     # The same path has both flaws: which of the two one gradients finding shows depends on the
     # search's path (this row, run alone, shrank to the transposed cotangent before subgroups were
     # drawn by default too), so either minimal case is the path's known flaw.

@@ -132,11 +132,12 @@ FUNCOL_REDUCE_SCATTER_SINGLE = Need("torch.distributed._functional_collectives",
 
 
 def _claim(
-    ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool = False, mesh: bool = False,
+    ragged: bool, dims: str, grad: str, output: str = "tensor", groups: bool | None = None, mesh: bool = False,
     collective: str = "gather", op: str = "sum",
 ) -> Contract:
     """The authors' claim, over every dtype gloo supports (and the reduction is defined for),
-    with the result's convention."""
+    with the result's convention; on subgroups wherever the code takes a group (``groups``
+    ``None``: a target that takes a group claims any group), always passing it where ``True``."""
     dtypes = tuple(name for name in GLOO_DTYPES if collective != "reduce-scatter" or name in OP_DTYPES[op])
     return Contract(ragged=ragged, dims=dims, dtypes=dtypes, grad=grad, output=output, groups=groups, mesh=mesh,
                     collective=collective, op=op)
