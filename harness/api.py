@@ -277,21 +277,21 @@ def bind(values: Mapping[str, Any], target: str, *, listen: bool = False, comman
     spells it, before anything starts (:func:`bind_contract`).
     """
     settings = resolved(values, command, prefix)
-    contract, _ = bind_contract(settings, listen=listen)
-    return CheckOptions(target=target, contract=contract, dtype_text=settings["dtypes"],
+    return CheckOptions(target=target, contract=bind_contract(settings, listen=listen), dtype_text=settings["dtypes"],
                         max_examples=settings["max_examples"], duration_s=settings["duration"], seed=settings["seed"],
                         timeout=settings["timeout"], probe_misuse=settings["probe_misuse"],
                         repro_dir=settings["repro_dir"], profile=settings["profile"],
                         full_stacks=settings["full_stacks"])
 
 
-def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> tuple[Contract, str]:
-    """The contract of :func:`~harness.options.resolved` ``settings`` and the profile it is searched
-    under, checked against each other and against this machine.
+def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contract:
+    """The contract of :func:`~harness.options.resolved` ``settings``, checked against each other
+    and against this machine.
 
-    Without world sizes, the profile's range applies, capped for nccl at the GPUs here.  Raises
-    :class:`UsageError` naming the option: unknown names, a range past what this machine holds in
-    local ranks, nccl on CPU tensors, CUDA without a CUDA device, more nccl ranks than GPUs.
+    Without world sizes, the profile's range applies (the default profile's without one), capped
+    for nccl at the GPUs here.  Raises :class:`UsageError` naming the option: unknown names, a
+    range past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
+    device, more nccl ranks than GPUs.
     ``listen``: ranks torchrun started elsewhere, one world size (the job's), no local checks.
     """
     profile = settings["profile"] or profile_names.default_name()
@@ -305,7 +305,7 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> tuple
                         kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
                         op=settings["op"])
     check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
-    return contract, profile
+    return contract
 
 
 def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_timeout: float,

@@ -154,7 +154,7 @@ def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
     (:func:`harness.api.bind_contract`): without ``--world-sizes``, the profile's range, capped for
     nccl at the GPUs here."""
     settings = resolved({**vars(args), "profile": profile})
-    return bind_contract(settings, listen=bool(args.listen))[0]
+    return bind_contract(settings, listen=bool(args.listen))
 
 
 # -- the budget and the summary ----------------------------------------------------------------------

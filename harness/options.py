@@ -154,7 +154,8 @@ OPTIONS: tuple[Option, ...] = (
                    "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents (default: none)",
            "none", choices=GRAD_CONTRACTS, section="contract", defaults={"fuzz": None}),
     Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
-                     "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract", defaults={"fuzz": None}),
+                     "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract",
+           defaults={"fuzz": None}),
     Option("output", "how TARGET's result reads: "
            + ", ".join(f"{output.name} ({output.means})" for output in OUTPUTS.values())
            + "; auto: detected by a probe before the search (default: auto)", "auto", choices=OUTPUT_OPTIONS,
@@ -171,32 +172,38 @@ OPTIONS: tuple[Option, ...] = (
     Option("backend", "process-group backend (default: gloo)", "gloo", choices=BACKENDS, section="contract"),
     Option("device", "where the tensors live (default: cpu)", "cpu", choices=DEVICES, section="contract"),
     Option("world_sizes", f"range of world sizes within 1-64; local ranks up to what this machine's memory holds "
-                          f"(default: the profile's: {_PER_PROFILE})", metavar="A-B", section="contract", helps={"report": "check every variant at these world sizes (default: each variant's own; with "
-                                     "--backend nccl, capped at the GPUs torch sees)"}),
+                          f"(default: the profile's: {_PER_PROFILE})", metavar="A-B", section="contract",
+           helps={"report": "check every variant at these world sizes (default: each variant's own; with --backend "
+                            "nccl, capped at the GPUs torch sees)"}),
     Option("max_examples", "examples to try (default: the Hypothesis profile's)", type=positive_int, metavar="N",
            section="budget", fixture=True, defaults={"report": REPORT_MAX_EXAMPLES},
            helps={"report": f"examples per variant (default: {REPORT_MAX_EXAMPLES})",
                   "fuzz": "stop after N examples in all instead of after a time budget"}),
     Option("duration", "a time budget instead of an example count (stops at the first failure)",
-           type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False, helps={"fuzz": f"time budget: SECONDS, 30s, 10m, 1h (default: {FUZZ_DURATION_S / 60:g}m)"}),
+           type=parse_duration, metavar="SECONDS|30s|10m", section="budget", plugin=False,
+           helps={"fuzz": f"time budget: SECONDS, 30s, 10m, 1h (default: {FUZZ_DURATION_S / 60:g}m)"}),
     Option("seed", "random seed (default: a fresh one, printed)", type=seed_number, metavar="N",
            fixture=True, plugin_default="0"),
     Option("timeout", timeout_help(DEFAULT_TIMEOUT_S),
-           DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True, defaults={"report": REPORT_TIMEOUT_S},
-           helps={"report": timeout_help(REPORT_TIMEOUT_S)}),
+           DEFAULT_TIMEOUT_S, type=positive_float, metavar="SECONDS", fixture=True,
+           defaults={"report": REPORT_TIMEOUT_S}, helps={"report": timeout_help(REPORT_TIMEOUT_S)}),
     Option("profile", f"Hypothesis profile (default: ${profile_names.PROFILE_ENV}, else ci when $CI is set, else dev)",
-           choices=tuple(profile_names.WORLD_SIZES), plugin=False, defaults={"fuzz": "fuzz"}, helps={"fuzz": "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"}),
+           choices=tuple(profile_names.WORLD_SIZES), plugin=False, defaults={"fuzz": "fuzz"},
+           helps={"fuzz": "Hypothesis profile (default: fuzz: database kept, world sizes 1-8)"}),
     Option("probe_misuse", "also probe out-of-contract input: every rank must raise, not hang or answer wrongly",
-           False, kind="switch", fixture=True, helps={"report": "also probe out-of-contract input; slow, as equal-only variants hang on ragged input by "
-                                "design"}),
-    Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False, defaults={"fuzz": FUZZ_SUMMARY},
+           False, kind="switch", fixture=True,
+           helps={"report": "also probe out-of-contract input; slow, as equal-only variants hang on ragged input by "
+                            "design"}),
+    Option("json", "write the verdict and violations as JSON", metavar="PATH", section="output", plugin=False,
+           defaults={"fuzz": FUZZ_SUMMARY},
            helps={"fuzz": f"the JSON summary, rewritten as the run goes (default: {FUZZ_SUMMARY})",
                   "report": "write every variant's report as JSON"}),
     Option("repro_dir", f"where repro scripts of counterexamples go, one folder per target (default: "
                         f"{files.default_path('repros')})", files.default_path("repros"),
            metavar="DIR", section="output", fixture=True, plugin_default=f"<rootdir>/{files.default_path('repros')}"),
     Option("html", "write the coverage page: examples and failures per world size x dtype and per value of every "
-                   "other axis, with the findings (one static file)", metavar="PATH", section="output", helps={"fuzz": "the coverage page, rewritten with the summary (default: beside it, .html)",
+                   "other axis, with the findings (one static file)", metavar="PATH", section="output",
+           helps={"fuzz": "the coverage page, rewritten with the summary (default: beside it, .html)",
                   "report": "write the coverage page of the whole report"}),
     Option("quiet", "no header, progress line or coverage summary", False, kind="switch", section="output",
            plugin=False, helps={"report": "no progress lines and no coverage summary"}),
@@ -219,16 +226,19 @@ def add_to_parser(parser: argparse.ArgumentParser, command: str = "check") -> No
     groups = {key: parser.add_argument_group(title) for key, title in _SECTIONS.items()}
     groups["budget"] = groups["search"].add_mutually_exclusive_group()
     for option in OPTIONS:
-        groups[option.section].add_argument(*_cli_spelling(option), dest=option.name, help=option.help_in(command),
-                                            **_argparse_keywords(option, command))
+        _add(groups[option.section], option, command)
 
 
 def add_some_to_parser(parser: argparse.ArgumentParser, names: tuple[str, ...], command: str) -> None:
     """The rows ``names`` of :data:`OPTIONS` as plain options of ``command`` (``report``, ``replay``)."""
     for name in names:
-        option = _BY_NAME[name]
-        parser.add_argument(*_cli_spelling(option), dest=option.name, help=option.help_in(command),
-                            **_argparse_keywords(option, command))
+        _add(parser, _BY_NAME[name], command)
+
+
+def _add(container: Any, option: Option, command: str) -> None:
+    """``option`` as ``command`` spells, defaults and explains it, on a parser or one of its groups."""
+    container.add_argument(*_cli_spelling(option), dest=option.name, help=option.help_in(command),
+                           **_argparse_keywords(option, command))
 
 
 def _cli_spelling(option: Option) -> tuple[str, ...]:

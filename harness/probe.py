@@ -127,6 +127,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
     made: dict[str, None] = {}  # the calls made so far, in order
     graded = contract.grad != "none" and dtype in DIFFERENTIABLE_DTYPES
     ran: list[Outcome] = []
+    tried_the_collective = False  # the reduce-scatter hypothesis replaces ranks: test it once
     for world in probe_world_sizes(contract):
         readings: dict[bool, str] = {}
         for passes in (True, False) if both else (bool(contract.groups),):
@@ -135,8 +136,9 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
             outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout,
                                detect=True, declared=declared, requires_grad=graded)
             pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
-            if outcome.fault or outcome.errors or _not_a_gathers_shape(outcome, contract):
+            if not tried_the_collective and (outcome.fault or outcome.errors or _not_a_gathers_shape(outcome)):
                 _check_the_collective(pool, target, call, contract, dtype, timeout)
+                tried_the_collective = True
             if outcome.fault or outcome.errors:
                 if call.inferred:
                     raise Misfit(_inferred_failure(target, call, outcome))
@@ -174,12 +176,12 @@ def _check_differentiable(ran: list[Outcome], contract: Contract, call: Call) ->
                      f"Python), or give it a backward")
 
 
-def _not_a_gathers_shape(outcome: Outcome, contract: Contract) -> bool:
-    """Whether a gather's probe case of two ranks or more came back as one tensor of another length."""
+def _not_a_gathers_shape(outcome: Outcome) -> bool:
+    """Whether a probe case of two ranks or more came back as one tensor of another length than a
+    gather's (only a gather's contract acts on it: :func:`_check_the_collective`)."""
     case = outcome.case
     gathered = (PROBE_SHAPE[0] * case.world_size, *PROBE_SHAPE[1:])
-    return (contract.collective == "gather" and case.world_size > 1
-            and any(res.detected_shape not in (None, gathered) for res in _members(outcome)))
+    return case.world_size > 1 and any(res.detected_shape not in (None, gathered) for res in _members(outcome))
 
 
 def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Contract, dtype: str,

@@ -205,7 +205,7 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         record_error(result, exc, phase)
     finally:
         restore_globals()
-        result.leaked = _leaks(baseline) + _device_left_broken(device)
+        result.leaked = _leaks(baseline) + (_device_left_broken(device) if result.error else [])
     return result
 
 
@@ -334,7 +334,9 @@ def _leaks(baseline: tuple[int, int]) -> list[str]:
 def _device_left_broken(device: str) -> list[str]:
     """A CUDA error is sticky: after a kernel faults (a device-side assert, an illegal address)
     every later CUDA call in the process fails, so a rank whose device no longer synchronizes
-    must not run the next case, where its error would be put down to another target."""
+    must not run the next case, where its error would be put down to another target.  Asked
+    after a case that raised only: a fault surfaces as an error within the case, since its
+    results are copied to the CPU (a synchronization) before it returns."""
     if not device.startswith("cuda"):
         return []
     try:

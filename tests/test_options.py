@@ -40,7 +40,7 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> list[Contract]:
         return bind
 
     monkeypatch.setattr(api, "bind", stopping(api.bind, lambda options: options.contract))
-    monkeypatch.setattr(fuzz, "bind_contract", stopping(api.bind_contract, lambda pair: pair[0]))
+    monkeypatch.setattr(fuzz, "bind_contract", stopping(api.bind_contract, lambda contract: contract))
     return made
 
 
