@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -43,6 +43,15 @@ VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
 REDUCTION_RECIPES: tuple[str, ...] = ("iota", "padding", "normal")
 MAX_RECIPES: tuple[str, ...] = ("iota", "normal")
 ALL_RECIPES: tuple[str, ...] = (*VALUE_RECIPES, "normal")
+
+
+def recipes_for(reduces: bool, op: str) -> tuple[str, ...]:
+    """The value recipes a collective's cases draw: a reduction's have a sum (or an order) in any
+    evaluation order (:data:`REDUCTION_RECIPES`), data movement draws every bit pattern."""
+    if not reduces:
+        return VALUE_RECIPES
+    return MAX_RECIPES if op == "max" else REDUCTION_RECIPES
+
 #: Cotangent recipes: exact small integers (sums are exact) or general floats.
 COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
 COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
@@ -193,6 +202,32 @@ class Case:
 
     def idle(self, rank: int) -> bool:
         return not self.members(rank)
+
+    def without(self, rank: int) -> Case | None:
+        """This case with rank ``rank`` gone and the ranks after it renumbered, its group layout
+        kept (a group left empty is dropped); ``None`` where that is no case: the last rank, an
+        all-to-all (every rank's splits name every member), or a layout left with no group."""
+        if self.world_size == 1 or self.collective == "all-to-all":
+            return None
+        groups = tuple(group for group in (tuple(m - (m > rank) for m in g if m != rank) for g in self.groups) if group)
+        if self.groups and not groups:
+            return None
+        return replace(self, ranks=self.ranks[:rank] + self.ranks[rank + 1:], groups=groups)
+
+    def merged(self, rank: int) -> Case | None:
+        """This case with rank ``rank``'s length along the gather dim added to the member before
+        it in its group, and ``rank`` gone (:meth:`without`): the group gathers as many elements
+        on one rank fewer.  ``None`` for a first member, an idle rank, a 0-d input."""
+        members = self.members(rank)
+        smaller = self.without(rank)
+        if smaller is None or not self.ndim or not members or members[0] == rank:
+            return None
+        before = members[members.index(rank) - 1]
+        shape = list(self.ranks[before].shape)
+        shape[self.dim % self.ndim] += self.lengths[rank]
+        ranks = list(smaller.ranks)
+        ranks[before] = replace(ranks[before], shape=tuple(shape))
+        return replace(smaller, ranks=tuple(ranks))
 
     @property
     def passes_group(self) -> bool:

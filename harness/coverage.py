@@ -27,18 +27,23 @@ round-trip, and :meth:`Coverage.merge` adds two runs (fuzzing several targets) u
 
 from __future__ import annotations
 
-import math
+import functools
+import itertools
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case
+from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
 from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256
-RAGGEDNESS: tuple[str, ...] = ("equal", "ragged", "zero-length rank", "all empty")
-GROUP_LAYOUTS: tuple[str, ...] = ("world", "one group", "several groups", "idle ranks")
+RAGGEDNESS: tuple[str, ...] = ("one rank", "equal", "ragged", "zero-length rank", "all empty")
+GROUP_LAYOUTS: tuple[str, ...] = ("world", "one group", "several groups", "idle ranks", "interleaved groups")
+#: Ranks holding different layouts count under each layout and under this one too.
+MIXED = "mixed"
+#: An activation's hidden size: the last dim besides the gather dim is at least this long.
+HIDDEN = 16
 #: The dims the strategies draw (``strategies._internal._NDIM``); ``stack`` results add 0-d inputs.
 NDIMS: tuple[int, int] = (1, 4)
 
@@ -48,26 +53,42 @@ AXES: dict[str, str] = {
     "dtype": "input dtype",
     "ndim": "dims of each input",
     "dim": "gather dim as passed; negative dims kept apart",
-    "raggedness": "lengths along dim; the first that holds of: all empty, zero-length rank, ragged, equal",
+    "dim kind": "the gather dim: 0, a later one (positive) or counted from the end (negative)",
+    "raggedness": "lengths along dim of the active ranks; the first that holds of: all empty, one rank, "
+                  "zero-length rank, ragged, equal",
+    "zero-size dim": "some dim other than the gather dim has size 0",
     "long rank": f"some rank is >= {LONG_LENGTH} long along dim",
-    "layout": "input layout; per rank: a case counts under each layout its ranks hold",
+    "activation": f"3-d or more, every other dim > 1 and the last of them >= {HIDDEN} (batch x ... x hidden)",
+    "layout": "input layout; per rank: a case counts under each layout its ranks hold, and mixed if they differ",
     "values": "value class; per rank: a case counts under each class its ranks hold",
-    "groups": "world: no group passed; idle ranks: some rank in no group (also counted as one/several)",
+    "groups": "world: no group passed; idle ranks: some rank in no group; interleaved: a group of "
+              "non-consecutive ranks (both also counted as one/several)",
     "output": "how the result reads",
     "cotangent": "cotangent recipe; cases with gradients only; per rank",
-    "cotangent layout": "cotangent layout; cases with gradients only; per rank",
+    "cotangent layout": "cotangent layout; cases with gradients only; per rank, and mixed if they differ",
 }
+#: The axes a gather's code branches on: the strata cover every pair of their values
+#: (``strategies.strata``) and :meth:`Coverage.pairs_missing` names any pair a run did not reach.
+PAIR_AXES: tuple[str, ...] = ("W", "dtype", "ndim", "dim kind", "raggedness", "zero-size dim", "long rank",
+                              "activation", "layout", "values", "groups", "cotangent layout")
+#: Axes whose every triple of values is covered too: a fast path is taken for equal lengths
+#: (of two ranks or more), at a dim that is not 0, when no other dim is empty -- three at once.
+TRIPLE_AXES: tuple[str, ...] = ("raggedness", "dim kind", "zero-size dim")
+DIM_KINDS: tuple[str, ...] = ("0", "positive", "negative")
 #: The order values of an axis are shown in; axes not named here hold integers, shown in order.
 _ORDER: dict[str, tuple[str, ...]] = {
     "dtype": ALL_DTYPES,
     "raggedness": RAGGEDNESS,
+    "dim kind": DIM_KINDS,
+    "zero-size dim": ("no", "yes"),
     "long rank": ("no", "yes"),
-    "layout": LAYOUTS,
-    "values": VALUE_RECIPES,
+    "activation": ("no", "yes"),
+    "layout": (*LAYOUTS, MIXED),
+    "values": (*VALUE_RECIPES, "normal"),
     "groups": GROUP_LAYOUTS,
     "output": tuple(OUTPUTS),
     "cotangent": COTANGENT_RECIPES,
-    "cotangent layout": COTANGENT_LAYOUTS,
+    "cotangent layout": (*COTANGENT_LAYOUTS, MIXED),
 }
 #: Short dtype names for the terminal matrix, which must fit 80 columns with 12 dtypes.
 SHORT_DTYPES: dict[str, str] = {
@@ -88,13 +109,18 @@ def axes(case: Case) -> dict[str, tuple[str, ...]]:
     """
     active = [r for r in range(case.world_size) if not case.idle(r)]
     specs = [case.ranks[r] for r in active]
+    others = [n for d, n in enumerate(case.ranks[0].shape) if d != case.dim % max(case.ndim, 1)]
+    activation = case.ndim >= 3 and min(others) > 1 and others[-1] >= HIDDEN
     found = {
         "W": (str(case.world_size),),
         "dtype": (case.dtype,),
         "ndim": (str(case.ndim),),
         "dim": (str(case.dim),),
+        "dim kind": ("0" if case.dim == 0 else "positive" if case.dim > 0 else "negative",),
         "raggedness": (_raggedness(case, active),),
+        "zero-size dim": ("yes" if 0 in others else "no",),
         "long rank": ("yes" if any(case.lengths[r] >= LONG_LENGTH for r in active) else "no",),
+        "activation": ("yes" if activation else "no",),
         "layout": _held("layout", (spec.layout for spec in specs)),
         "values": _held("values", (spec.values for spec in specs)),
         "groups": _group_layout(case),
@@ -112,8 +138,10 @@ def events(case: Case) -> list[str]:
 
 
 def _raggedness(case: Case, active: list[int]) -> str:
-    if not any(math.prod(case.ranks[r].shape) for r in active):
+    if not any(case.lengths[r] for r in active):
         return "all empty"
+    if len(active) == 1:
+        return "one rank"
     if any(case.lengths[r] == 0 for r in active):
         return "zero-length rank"
     return "ragged" if case.is_ragged else "equal"
@@ -122,13 +150,17 @@ def _raggedness(case: Case, active: list[int]) -> str:
 def _group_layout(case: Case) -> tuple[str, ...]:
     if not case.groups:
         return ("world",)
-    layout = ("one group",) if len(case.groups) == 1 else ("several groups",)
-    return layout + (("idle ranks",) if any(case.idle(r) for r in range(case.world_size)) else ())
+    layout: tuple[str, ...] = ("one group",) if len(case.groups) == 1 else ("several groups",)
+    layout += ("idle ranks",) if any(case.idle(r) for r in range(case.world_size)) else ()
+    return layout + (("interleaved groups",) if any(g[-1] - g[0] >= len(g) for g in case.groups) else ())
 
 
 def _held(axis: str, values: Iterable[str]) -> tuple[str, ...]:
-    """The distinct values the ranks hold on a per-rank axis, in display order."""
-    return tuple(ordered(axis, set(values)))
+    """The distinct values the ranks hold on a per-rank axis, in display order; ``mixed`` too
+    when they differ, on the layout axes."""
+    held = set(values)
+    mixed = {MIXED} if len(held) > 1 and axis in ("layout", "cotangent layout") else set()
+    return tuple(ordered(axis, held | mixed))
 
 
 def ordered(axis: str, values: Iterable[str]) -> list[str]:
@@ -193,6 +225,9 @@ class Coverage:
     - ``ragged`` (default True), ``dims`` (``"any"`` default, or ``"0"``), ``ndims`` (default
       ``(1, 4)``): the shapes drawn; an equal-only or dim-0 run is not blamed for missing
       ragged cases or dim -1.
+    - ``values``: the value recipes drawn (a reduction's are fewer); ``group_optional``: a case
+      may pass no group (``world`` on the groups axis); ``mesh``: the layouts are a mesh's
+      (no idle rank).
 
     :meth:`for_contract` derives all of it from the contract the cases are drawn for.
     """
@@ -204,8 +239,13 @@ class Coverage:
     ragged: bool = True
     dims: str = "any"
     ndims: tuple[int, int] = NDIMS
+    values: tuple[str, ...] = VALUE_RECIPES
+    group_optional: bool = False
+    mesh: bool = False
     cells: dict[tuple[int, str], Tally] = field(default_factory=dict)
     by_axis: dict[str, dict[str, Tally]] = field(default_factory=dict)
+    #: Pairs of :data:`PAIR_AXES` values some example took together, as :func:`pair_label` names them.
+    pairs: set[str] = field(default_factory=set)
 
     @classmethod
     def for_contract(cls, contract: Contract, dtypes: tuple[str, ...] | None = None) -> Coverage:
@@ -214,14 +254,18 @@ class Coverage:
         stack = contract.read_as.stacked  # the one convention that reads 0-d inputs
         return cls(world_sizes=contract.world_sizes, dtypes=dtypes or contract.dtypes, grad=contract.grad != "none",
                    groups=bool(contract.groups), ragged=contract.ragged_cases,
-                   dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]))
+                   dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]),
+                   values=recipes_for(contract.kind.reduces, contract.op),
+                   group_optional=contract.optional_group and not contract.mesh, mesh=contract.mesh)
 
     def record(self, case: Case, failed: str | None = None) -> None:
         """Count one example; ``failed`` is the property it broke, ``None`` when it passed."""
         self.cells.setdefault((case.world_size, case.dtype), Tally()).add(failed)
-        for axis, values in axes(case).items():
+        found = axes(case)
+        for axis, values in found.items():
             for value in values:
                 self.by_axis.setdefault(axis, {}).setdefault(value, Tally()).add(failed)
+        self.pairs.update(interactions({axis: found[axis] for axis in PAIR_AXES if axis in found}))
 
     @property
     def examples(self) -> int:
@@ -279,16 +323,54 @@ class Coverage:
         found = {
             "ndim": tuple(str(n) for n in range(low, high + 1)),
             "dim": ("0",) if self.dims == "0" else tuple(str(d) for d in range(-high, high)),
-            "raggedness": tuple(v for v in RAGGEDNESS if self.ragged and several or v in ("equal", "all empty")),
+            "dim kind": ("0",) if self.dims == "0" else DIM_KINDS,
+            "raggedness": tuple(v for v in RAGGEDNESS if v in ("one rank", "all empty") or several
+                                and (self.ragged or v == "equal")),
+            "zero-size dim": ("no", "yes") if high >= 2 else ("no",),
             "long rank": ("no", "yes"),
-            "layout": LAYOUTS,
-            "values": VALUE_RECIPES,
-            "groups": tuple(v for v in GROUP_LAYOUTS[1:] if several or v == "one group") if self.groups else ("world",),
+            "activation": ("no", "yes") if high >= 3 else ("no",),
+            "layout": (*LAYOUTS, MIXED) if several else LAYOUTS,
+            "values": self.values,
+            "groups": self._group_layouts(several) if self.groups else ("world",),
         }
         if self.grad and any(dtype in DIFFERENTIABLE_DTYPES for dtype in self.dtypes):
             found["cotangent"] = COTANGENT_RECIPES
-            found["cotangent layout"] = COTANGENT_LAYOUTS
+            found["cotangent layout"] = (*COTANGENT_LAYOUTS, MIXED) if several else COTANGENT_LAYOUTS
         return found
+
+    def _group_layouts(self, several: bool) -> tuple[str, ...]:
+        """The group layouts the space draws: a mesh's have no idle rank, an optional group may be left out."""
+        return tuple(v for v in GROUP_LAYOUTS if (v != "world" or self.group_optional)
+                     and (several or v in ("world", "one group"))
+                     and (v != "interleaved groups" or self.world_sizes[1] >= 3)
+                     and (v != "idle ranks" or not self.mesh))
+
+    # -- pairs of the axes that select code paths --------------------------------------------------
+
+    def domain(self) -> dict[str, tuple[str, ...]]:
+        """The values of every :data:`PAIR_AXES` axis the space reaches by design: 1-d to 4-d
+        (0-d stacks are drawn, not designed), the groups axis only with ``groups``."""
+        lo, hi = self.world_sizes
+        expected = self.expected()
+        found = {"W": tuple(str(w) for w in range(lo, hi + 1)), "dtype": tuple(ordered("dtype", self.dtypes)),
+                 "ndim": tuple(n for n in expected["ndim"] if n != "0")}
+        found |= {axis: expected[axis] for axis in PAIR_AXES if axis in expected and axis not in found}
+        if not self.groups or self.mesh:  # a mesh's layouts are drawn (its rows or columns), not designed
+            found.pop("groups", None)
+        return found
+
+    def possible_pairs(self) -> frozenset[str]:
+        """Every pair of :meth:`domain` values some case can hold together (:func:`allowed`)."""
+        return possible_pairs(self.domain())
+
+    def pairs_missing(self) -> list[str]:
+        """The possible pairs no example reached, in axis order."""
+        return sorted(self.possible_pairs() - self.pairs, key=_pair_place)
+
+    def pairs_reached(self) -> tuple[int, int]:
+        """``(reached, possible)`` pairs of :meth:`domain` values."""
+        possible = self.possible_pairs()
+        return len(possible & self.pairs), len(possible)
 
     def never_reached(self) -> list[str]:
         """What the space allows but no example reached: cells (``W=4 bfloat16``), then axis
@@ -313,6 +395,10 @@ class Coverage:
             ragged=self.ragged or other.ragged,
             dims="any" if "any" in (self.dims, other.dims) else "0",
             ndims=(min(self.ndims[0], other.ndims[0]), max(self.ndims[1], other.ndims[1])),
+            values=tuple(ordered("values", set(self.values) | set(other.values))),
+            group_optional=self.group_optional or other.group_optional,
+            mesh=self.mesh and other.mesh,
+            pairs=self.pairs | other.pairs,
         )
         for key in self.cells.keys() | other.cells.keys():
             merged.cells[key] = self.cells.get(key, Tally()).plus(other.cells.get(key, Tally()))
@@ -326,13 +412,16 @@ class Coverage:
         """A JSON-able document; :meth:`from_json` reads it back equal."""
         return {
             "space": {"world_sizes": list(self.world_sizes), "dtypes": list(self.dtypes), "grad": self.grad,
-                      "groups": self.groups, "ragged": self.ragged, "dims": self.dims, "ndims": list(self.ndims)},
+                      "groups": self.groups, "ragged": self.ragged, "dims": self.dims, "ndims": list(self.ndims),
+                      "values": list(self.values), "group_optional": self.group_optional, "mesh": self.mesh},
             "examples": self.examples,
             "failures": self.failures,
             "cells": [{"world_size": w, "dtype": dtype, **self.cells[w, dtype].to_json()}
                       for w, dtype in sorted(self.cells, key=lambda key: (key[0], _place("dtype", key[1])))],
             "axes": {axis: {value: self.by_axis[axis][value].to_json() for value in ordered(axis, self.by_axis[axis])}
                      for axis in AXES if axis in self.by_axis},
+            "pairs": {"reached": sorted(self.pairs, key=_pair_place), "possible": self.pairs_reached()[1],
+                      "missing": self.pairs_missing()},
         }
 
     @classmethod
@@ -342,7 +431,9 @@ class Coverage:
         low, high = space["ndims"]
         coverage = cls(world_sizes=(int(lo), int(hi)), dtypes=tuple(space["dtypes"]), grad=bool(space["grad"]),
                        groups=bool(space["groups"]), ragged=bool(space["ragged"]), dims=str(space["dims"]),
-                       ndims=(int(low), int(high)))
+                       ndims=(int(low), int(high)), values=tuple(space.get("values", VALUE_RECIPES)),
+                       group_optional=bool(space.get("group_optional")), mesh=bool(space.get("mesh")),
+                       pairs=set(data.get("pairs", {}).get("reached", ())))
         for cell in data["cells"]:
             coverage.cells[int(cell["world_size"]), str(cell["dtype"])] = Tally.from_json(cell)
         for axis, values in data["axes"].items():
@@ -362,7 +453,20 @@ class Coverage:
         if self.failures:
             head += f", {self.failures} failing (! in the matrix)"
         head += f"; {reached} of {possible} W x dtype cells reached"
-        return "\n".join([head, *self._matrix_lines(), *self._never_lines(width)])
+        return "\n".join([head, *self._matrix_lines(), *self._never_lines(width), *self._pair_lines(width)])
+
+    def _pair_lines(self, width: int) -> list[str]:
+        """``pairs of path axes: 412 of 415 reached; missing (3): W=3 x groups=idle ranks, ...``,
+        two lines at most (:meth:`domain` names the axes; the page and the JSON list every pair)."""
+        reached, possible = self.pairs_reached()
+        missing = self.pairs_missing()
+        text = f"pairs of path axes: {reached} of {possible} reached"
+        if missing:
+            text += f"; missing ({len(missing)}): " + ", ".join(missing)
+        lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+        if len(lines) > 2:
+            lines[1] = "  " + textwrap.shorten(lines[1] + " " + " ".join(lines[2:]), width=width - 2, placeholder=" …")
+        return lines[:2]
 
     def _matrix_lines(self) -> list[str]:
         dtypes = self.dtype_range()
@@ -400,10 +504,100 @@ class Coverage:
         return "every dtype" if len(dtypes) == len(self.dtypes) else ", ".join(dtypes)
 
 
+# ---------------------------------------------------------------------------------------------
+# which values can go together
+
+
+def pair_label(*axis_values: tuple[str, str]) -> str:
+    """A pair (or triple) as shown and stored: ``W=2 x dtype=int8`` (axes in :data:`PAIR_AXES` order)."""
+    return " x ".join(f"{axis}={value}" for axis, value in axis_values)
+
+
+def interactions(row: dict[str, tuple[str, ...]]) -> set[str]:
+    """The pairs of values ``row`` holds (every value of a per-rank axis counts), and the
+    triples of :data:`TRIPLE_AXES`; axes in :data:`PAIR_AXES` order."""
+    held = [(axis, row[axis]) for axis in PAIR_AXES if axis in row]
+    found = {pair_label((a, x), (b, y)) for (a, xs), (b, ys) in itertools.combinations(held, 2)
+             for x in xs for y in ys}
+    if all(axis in row for axis in TRIPLE_AXES):
+        found |= {pair_label(*zip(TRIPLE_AXES, values)) for values in itertools.product(*(row[a] for a in TRIPLE_AXES))}
+    return found
+
+
+def _pair_place(label: str) -> tuple:
+    parts = [part.split("=", 1) for part in label.split(" x ")]
+    return tuple(key for axis, value in parts for key in (PAIR_AXES.index(axis), _place(axis, value)))
+
+
+def allowed(row: dict[str, str]) -> bool:
+    """Whether values of :data:`PAIR_AXES` (some axes, or all) can hold in one case.
+
+    The rules the case strategies obey: a 1-d case has no later dim, no other dim to be
+    empty, no transposed view; a long rank is 1-d, an activation 3-d or more, neither empty;
+    a single rank is neither ragged nor mixed and gathers in one group; with two ranks, groups
+    cannot interleave, an idle rank leaves one active rank, and two one-rank groups cannot be
+    ragged within a group; integer and bool dtypes have no cotangent; a case without elements
+    holds no value class but the first (``iota``: there is nothing to hold).
+    """
+    get = row.get
+    world = int(get("W", 0)) or None
+    ndim = int(get("ndim", 0)) or None
+    empty = get("raggedness") == "all empty"
+    one_active = world == 1 or (world == 2 and get("groups") == "idle ranks")
+    no_elements = empty or get("zero-size dim") == "yes"
+    rules = (
+        ndim == 1 and (get("dim kind") == "positive" or get("zero-size dim") == "yes" or get("activation") == "yes"
+                       or "transposed" in (get("layout"), get("cotangent layout"))),
+        get("long rank") == "yes" and (empty or (ndim or 1) != 1),
+        get("activation") == "yes" and (empty or (ndim or 3) < 3 or get("zero-size dim") == "yes"),
+        one_active and (get("raggedness") in ("equal", "ragged", "zero-length rank")
+                        or MIXED in (get("layout"), get("cotangent layout"))),
+        world is not None and not one_active and get("raggedness") == "one rank",
+        no_elements and get("values") not in (None, "iota"),
+        world == 1 and get("groups") not in (None, "world", "one group"),
+        world == 2 and (get("groups") == "interleaved groups"
+                        or (get("groups") == "several groups" and get("raggedness") == "ragged")),
+        "cotangent layout" in row and get("dtype", "float32") not in DIFFERENTIABLE_DTYPES,
+    )
+    return not any(rules)
+
+
+def completable(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> bool:
+    """Whether ``row`` can be given a value on every other axis of ``domain`` (the cotangent
+    axis stays empty for a dtype without gradients) with every rule still holding."""
+    if not allowed(row):
+        return False
+    axis = next((a for a in domain if a not in row), None)
+    if axis is None:
+        return True
+    if axis == "cotangent layout" and row.get("dtype", "float32") not in DIFFERENTIABLE_DTYPES:
+        return completable(row, {a: v for a, v in domain.items() if a != axis})
+    return any(completable({**row, axis: value}, domain) for value in domain[axis])
+
+
+def possible_pairs(domain: dict[str, tuple[str, ...]]) -> frozenset[str]:
+    """Every pair (and :data:`TRIPLE_AXES` triple) of values of ``domain`` some full row holds
+    (:func:`completable`)."""
+    return _possible_pairs(tuple(domain.items()))
+
+
+@functools.cache
+def _possible_pairs(domain_items: tuple[tuple[str, tuple[str, ...]], ...]) -> frozenset[str]:
+    domain = dict(domain_items)
+    combos: list[tuple[str, ...]] = list(itertools.combinations(domain, 2))
+    if all(axis in domain for axis in TRIPLE_AXES):
+        combos.append(TRIPLE_AXES)
+    return frozenset(pair_label(*zip(combo, values)) for combo in combos
+                     for values in itertools.product(*(domain[a] for a in combo))
+                     if completable(dict(zip(combo, values)), domain))
+
+
 def world_label(lo: int, hi: int) -> str:
     """A matrix row's label: ``W=3``, or ``W=5-64`` for a run of world sizes never reached."""
     return f"W={lo}" if lo == hi else f"W={lo}-{hi}"
 
 
-__all__ = ["AXES", "GROUP_LAYOUTS", "LONG_LENGTH", "RAGGEDNESS", "Coverage", "Tally", "axes", "events", "ordered",
+__all__ = ["AXES", "DIM_KINDS", "GROUP_LAYOUTS", "HIDDEN", "LONG_LENGTH", "MIXED", "PAIR_AXES", "RAGGEDNESS",
+           "TRIPLE_AXES", "interactions",
+           "Coverage", "Tally", "allowed", "axes", "completable", "events", "ordered", "pair_label", "possible_pairs",
            "world_label"]

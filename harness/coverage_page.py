@@ -126,15 +126,22 @@ def _now() -> str:
 
 
 def _totals(coverage: Coverage) -> str:
-    """One line of totals, then the axis values never reached, named (the matrix shows the cells)."""
+    """One line of totals, then the axis values and the pairs of path values never reached, named
+    (the matrix shows the cells)."""
     reached, possible = coverage.cells_reached()
     failing = (f' · <strong style="color:#c62828">{coverage.failures:,} failing examples</strong>'
                if coverage.failures else "")
     never = [label for label in coverage.never_reached() if not label.startswith("W=")]
     missing = "".join(f"<code>{escape(label)}</code>" for label in never) if never else "none"
+    pairs, pairs_possible = coverage.pairs_reached()
+    gone = coverage.pairs_missing()
+    unpaired = "".join(f"<code>{escape(label)}</code>" for label in gone) if gone else "none"
     return (f'<p class="totals"><strong>{coverage.examples:,}</strong> examples{failing} · '
-            f"<strong>{reached}</strong> of {possible} W × dtype cells reached</p>"
-            f'<p class="missing">Other axis values never reached: {missing}</p>')
+            f"<strong>{reached}</strong> of {possible} W × dtype cells reached · "
+            f"<strong>{pairs}</strong> of {pairs_possible} pairs of path values reached</p>"
+            f'<p class="missing">Other axis values never reached: {missing}</p>'
+            f'<p class="missing">Pairs of path values ({escape(", ".join(coverage.domain()))}) never reached: '
+            f"{unpaired}</p>")
 
 
 # ---------------------------------------------------------------------------------------------

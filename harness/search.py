@@ -3,9 +3,9 @@
 This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
 catalogue report.  A search runs in three steps:
 
-1. **strata** (:mod:`harness.strategies._strata`): one typical case per dtype and value class,
-   per shape class and per input x cotangent layout, first, so a bug confined to one of them
-   is found within any budget;
+1. **strata** (:mod:`harness.strategies._strata`): a pairwise schedule over the axes that choose
+   a gather's code path (world size, dtype, shape, raggedness, layouts, values, groups), first,
+   so a bug confined to a pair of them is found within the default budget, whatever the seed;
 2. **Hypothesis** draws the rest of the budget; each property raises its own exception type,
    so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property
    (a rank that raised counts under its phase's property, however its peers fared, so a race
@@ -55,15 +55,23 @@ from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import RankSets, shared_pool
 
+#: One example in this many, at least, is drawn by Hypothesis rather than the strata.
+RANDOM_SHARE = 5
 #: The stability calls (companion input, same input again) run on one drawn example in this many.
 REPEAT_EVERY = 4
-#: How many examples a search within a failing stratum may draw to find it again and shrink it.
+#: How many examples a search within a failing stratum may draw to find it again and shrink it ...
 REFIND_EXAMPLES = 100
+#: ... after a search among every case, where a failure not confined to the stratum's path shrinks furthest.
+REFIND_ANYWHERE = 50
 #: A search that goes on after putting an unreproduced hang aside draws from seeds this far on.
 RESUMED_SEED_STEP = 1_000_003
 #: Shrinking stops after this many cases run since the first failure: a bound that does not
 #: move with the machine's speed, so the same seed shrinks to the same case on any machine.
 MAX_SHRINK_STEPS = 400
+
+
+#: Failures each try of which waits for a timeout or a new rank set: not moved to fewer ranks.
+_STALLS = frozenset({"hang", "crash", "desync"})
 
 
 class PropertyViolation(AssertionError):
@@ -242,17 +250,19 @@ def run_check(
     active = profiles.keyed(profiles.for_the_pool(search.base_settings or settings()),
                             f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, contract.bits, search, active, on_example,
-                       collections.Counter() if search.track_semantics else None)
+                       collections.Counter() if search.track_semantics else None,
+                       fewest_world=contract.world_sizes[0])
     budget = search.max_examples or active.max_examples
     deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
     if probed.failed is not None:
-        report.findings = session.confirmed(session.probe_failed(probed.failed, strategies.cases(
-            contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device)))
+        shrunk = session.probe_failed(probed.failed, strategies.cases(
+            contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device))
+        report.findings = session.confirmed([session.fewest_ranks(finding, session.judge) for finding in shrunk])
     if not report.findings:
         layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
                                    seed=search.seed or 0)
-        if search.duration_s is None:
-            layers = layers[: max(1, budget // 2)]
+        if search.duration_s is None:  # a fifth of the budget at least is drawn at random
+            layers = layers[: max(1, budget - budget // RANDOM_SHARE)]
         report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
                                                                 device=device), session.judge, budget, deadline)
     report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
@@ -302,6 +312,8 @@ class _Session:
     unattributed: list[Finding] = field(default_factory=list)
     #: How many times the search went on after putting such failures aside (each time from a new seed).
     resumed: int = 0
+    #: The contract's smallest world: :meth:`fewest_ranks` goes no lower (a torchrun job has one size).
+    fewest_world: int = 1
 
     # -- judging one case ---------------------------------------------------------------------------
     def judge(self, case: Case) -> list[Violation]:
@@ -375,13 +387,40 @@ class _Session:
         must not end, failed or passed, on the machine's hiccup.
         """
         while True:
-            drawn = self.strata(layers) or self.search(strategy, judge, max(1, budget - self.progress.searched),
-                                                       deadline)
-            findings = self.confirmed(drawn)
+            drawn = self.strata(layers, strategy) or self.search(strategy, judge,
+                                                                 max(1, budget - self.progress.searched), deadline)
+            findings = self.confirmed([self.fewest_ranks(finding, judge) for finding in drawn])
             spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
             if findings or not drawn or spent:
                 return findings
             self.resumed += 1
+
+    def fewest_ranks(self, finding: Finding, judge: Callable[[Case], list[Violation]]) -> Finding:
+        """``finding`` on the fewest ranks that still break its property: a rank taken away, or its
+        length moved onto the member before it (:meth:`Case.merged`), one at a time, the first
+        that still fails kept; at most W(W-1) cases.  Hypothesis shrinks by deleting choices, and
+        cannot drop a rank together with its place in a group layout, nor trade two short ranks
+        for one long one; a hang, crash or desync is left as found, since every try of one waits
+        for a timeout or a fresh rank set."""
+        if finding.kind in _STALLS or self.out_of_contract:  # a misuse case with a rank fewer may be in contract
+            return finding
+        self.failing = True  # the stability calls, as while shrinking
+        smaller = finding
+        while True:
+            for case in (c for r in range(smaller.case.world_size) for c in (smaller.case.without(r),
+                                                                             smaller.case.merged(r))):
+                if case is None or case.world_size < self.fewest_world:
+                    continue
+                self.progress.shrink_steps += 1
+                violations = [v for v in judge(case) if BUCKETS[v.property] == BUCKETS[finding.property]]
+                if violations and violations[0].kind not in _STALLS:
+                    smaller = replace(self._finding(case, violations, repeat=True), found_by=finding.found_by,
+                                      shrink_cut=finding.shrink_cut, shrink_cut_s=finding.shrink_cut_s,
+                                      inconsistent=finding.inconsistent)
+                    break
+            else:
+                self.failing = False
+                return smaller
 
     def confirmed(self, findings: list[Finding]) -> list[Finding]:
         """``findings`` replayed (:func:`harness.confirm.confirm`); those the replays do not tie to
@@ -392,9 +431,10 @@ class _Session:
         self.unattributed += [finding for finding in findings if not finding.attributed()]
         return [finding for finding in findings if finding.attributed()]
 
-    def strata(self, layers: list[strategies.Stratum]) -> list[Finding]:
-        """Each stratum's typical case, with the stability calls; a failure is shrunk within its
-        stratum.  Strata are taken off ``layers`` as they run: a search that goes on resumes there."""
+    def strata(self, layers: list[strategies.Stratum], anything: SearchStrategy[Case]) -> list[Finding]:
+        """Each stratum's typical case, with the stability calls; a failure is searched again among
+        ``anything`` (every case) and, if not met there, within its stratum, and shrunk where it
+        was met.  Strata are taken off ``layers`` as they run: a search that goes on resumes there."""
         while layers:
             layer = layers.pop(0)
             self.failing = True  # strata always make the stability calls
@@ -402,15 +442,19 @@ class _Session:
             self.failing = False
             if violations:
                 return self._refind(layer.strategy, layer.case, violations,
-                                    found_by=f"the stratified examples ({layer.label})")
+                                    found_by=f"the stratified examples ({layer.label})", anywhere=anything)
         return []
 
     def _refind(self, strategy: SearchStrategy[Case], case: Case, violations: list[Violation], *, found_by: str,
-                repeat: bool = True) -> list[Finding]:
-        """Search ``strategy`` (the cases like ``case``, which failed) for that failure again, and
-        shrink it there; ``case`` itself is reported, unshrunk, if the search never fails."""
+                repeat: bool = True, anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
+        """Search ``anywhere`` (every case: where the smallest failure lies, when the failure is not
+        confined to a path), then ``strategy`` (the cases like ``case``, which failed) for that
+        failure again, and shrink it where it was met; ``case`` itself is reported, unshrunk, if
+        neither search fails."""
         unshrunk = self._finding(case, violations, repeat=repeat)  # now: what ran before it is the last history
-        found = self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
+        found = [] if anywhere is None else self.search(anywhere, self.judge, REFIND_ANYWHERE, None,
+                                                         after_failure=True)
+        found = found or self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
         for finding in found or [unshrunk]:
             finding.found_by = found_by
         if not found:  # reported as drawn: the search within the stratum did not fail again

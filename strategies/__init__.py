@@ -10,10 +10,12 @@ from harness.strategies import _internal
 from harness.strategies._internal import (
     MAX_WORLD_SIZE,
     SIMPLEST_DTYPES,
+    Like,
     RaggedShapes,
     cases,
     contract_violations,
     dtypes,
+    group_layout,
     has_misuse,
     lengths,
     misuse_cases,
@@ -22,16 +24,19 @@ from harness.strategies._internal import (
     simplest_first,
     world_sizes,
 )
-from harness.strategies._strata import Stratum, strata
+from harness.strategies._strata import Stratum, covering_rows, strata
 
 __all__ = [
     "MAX_WORLD_SIZE",
     "SIMPLEST_DTYPES",
+    "Like",
     "Stratum",
     "RaggedShapes",
     "cases",
     "contract_violations",
+    "covering_rows",
     "dtypes",
+    "group_layout",
     "has_misuse",
     "lengths",
     "misuse_cases",

@@ -18,6 +18,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 from hypothesis import strategies as st
@@ -27,12 +28,11 @@ from harness.case import (
     COTANGENT_LAYOUTS,
     COTANGENT_RECIPES,
     LAYOUTS,
-    MAX_RECIPES,
-    REDUCTION_RECIPES,
     VALUE_RECIPES,
     Case,
     RankSpec,
 )
+from harness.case import recipes_for as case_recipes
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH
@@ -42,11 +42,13 @@ from ._validation import check_bool, check_choice, check_int, check_interval, ch
 
 __all__ = [
     "MAX_WORLD_SIZE",
+    "Like",
     "SIMPLEST_DTYPES",
     "RaggedShapes",
     "cases",
     "contract_violations",
     "dtypes",
+    "group_layout",
     "has_misuse",
     "lengths",
     "misuse_cases",
@@ -294,20 +296,82 @@ def _ragged_shapes(
     max_length: int,
     max_elements: int,
     traits: st.SearchStrategy[T],
+    like: Like | None = None,
 ) -> tuple[RaggedShapes, tuple[T, ...]]:
+    pattern = like.raggedness if like is not None else None
     # World size (the lengths list) first, so the shrinker prefers fewer ranks over all else.
-    drawn, rank_traits = draw(_raw_lengths(world_sizes, ragged, max_length, traits))
+    drawn, rank_traits = draw(_raw_lengths(world_sizes, ragged and pattern not in _EQUAL, max_length, traits))
     # The other dims as a list whose size is ndim - 1, so the shrinker drops whole dims too.
     others = draw(_other_dims(ndim))
     n = len(others) + 1
     dim = draw(_dims(n, dims))
-    if others and draw(_ZERO_AN_OFF_DIM):  # type: ignore[arg-type]  # mypy binds DrawFn to its first use
+    zero = like is not None and like.zero_size_dim
+    if others and (zero or draw(_ZERO_AN_OFF_DIM)):
         others[draw(_below(n - 1))] = 0
     block = math.prod(others)
-    fitted = _fit_total(drawn, max_elements // max(block, 1), ragged)
+    # cut to the element budget, then held to the pattern again (a cut can empty the last ranks)
+    fitted = _fit_total(drawn, max_elements // max(block, 1), ragged and pattern not in _EQUAL)
+    fitted = _lengths_like(fitted, pattern, first=1 if like is not None and like.groups == "idle ranks" else 0)
     d = dim % n
     shapes = tuple(tuple(others[:d]) + (length,) + tuple(others[d:]) for length in fitted)
     return RaggedShapes(shapes=shapes, dim=dim), rank_traits
+
+
+@dataclass(frozen=True)
+class Like:
+    """Cases like one stratum on the axes that choose a gather's code path (``harness.coverage``'s
+    names): its ``raggedness``, a ``zero_size_dim``, its ``groups`` layout; ``None``: drawn
+    freely.  A stratum that failed is searched again among such cases: a bug on the equal-length
+    fast path is met in every draw there, not in one in twelve, and shrinks within that path."""
+
+    raggedness: str | None = None
+    zero_size_dim: bool = False
+    groups: str | None = None
+
+    def fewest_ranks(self) -> int:
+        """The smallest world with such a case: two ranks to be equal, to differ or to leave one
+        idle, three to interleave."""
+        if self.groups == "interleaved groups":
+            return 3
+        return 2 if self.raggedness in ("equal", "ragged", "zero-length rank") or self.groups in (
+            "several groups", "idle ranks") else 1
+
+
+#: Raggedness patterns drawn as one length for every rank.
+_EQUAL = ("equal", "all empty")
+
+
+def _lengths_like(drawn: tuple[int, ...], pattern: str | None, first: int = 0) -> tuple[int, ...]:
+    """``drawn`` lengths made to hold ``pattern`` on ranks ``first`` on (rank 0 may be idle):
+    equal and non-empty, all empty, the last rank empty beside non-empty ones, or non-empty and
+    not all equal.  A map, so every draw counts and smaller draws stay smaller (the patterns
+    shrink to 1, 0, ``(1, 0)``, ``(1, 2)``)."""
+    if pattern is None:
+        return drawn
+    if pattern == "all empty":
+        return (0,) * len(drawn)
+    held = [max(n, 1) for n in drawn]
+    if pattern == "zero-length rank":
+        held[-1] = 0
+    elif pattern == "ragged" and len(set(held[first:])) == 1 and len(held) - first > 1:
+        held[-1] += 1
+    return tuple(held)
+
+
+def group_layout(kind: str, world: int) -> tuple[tuple[int, ...], ...]:
+    """The layout of one kind on ``world`` ranks, derived from the world alone, so a case keeps
+    its kind as the shrinker drops ranks: ``world`` (no group), ``one group`` (every rank),
+    ``several groups`` (two contiguous halves: ``{0}+{1}`` at W=2), ``idle ranks`` (rank 0 in
+    no group, the others one group) and ``interleaved groups`` (even ranks, odd ranks)."""
+    everyone = tuple(range(world))
+    layouts = {
+        "world": (),
+        "one group": (everyone,),
+        "several groups": (everyone[: (world + 1) // 2], everyone[(world + 1) // 2:]),
+        "idle ranks": (everyone[1:],),
+        "interleaved groups": (everyone[::2], everyone[1::2]),
+    }
+    return tuple(group for group in layouts[kind] if group)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,6 +469,7 @@ def cases(
     values: tuple[str, ...] | None = None,
     long_rank: bool = False,
     min_ndim: int = 1,
+    like: Like | None = None,
 ) -> st.SearchStrategy[Case]:
     """In-contract cases for a variant with ``contract``.
 
@@ -424,6 +489,8 @@ def cases(
       :data:`~harness.strategies.LONG_LENGTH` elements (shrinking keeps one that long).
     - ``min_ndim`` (default 1, at most 4): cases of at least this many dims; 2 or more is where
       input and cotangent layouts differ from a contiguous one (a transposed 1-d tensor is one).
+    - ``like`` (default None): cases held to a :class:`Like`'s raggedness, zero-size dim and
+      group layout (a failing stratum's path), at its fewest ranks or more.
 
     ``case.grad`` is ``"none"`` for dtypes without gradients (ints, bool).  Every rank draws
     its own layout, value recipe and cotangent recipe; cotangents differ on every rank even
@@ -435,24 +502,26 @@ def cases(
     names = contract.dtypes if dtypes is None else check_names("dtypes", dtypes, ALL_DTYPES)
     ragged = contract.ragged_cases
     check_int("min_ndim", min_ndim, at_least=1, at_most=1 if long_rank else _NDIM[1], example=2)
-    shape_args = _shape_args(contract.world_sizes, ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
+    low, high = contract.world_sizes
+    if like is not None:
+        low, min_ndim = min(max(low, like.fewest_ranks()), high), max(min_ndim, 2 if like.zero_size_dim else 1)
+    shape_args = _shape_args((low, high), ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
                              contract.dims, max_length, max_elements)
     values = recipes_for(contract) if values is None else check_names("values", values, ALL_RECIPES)
     traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(values)
-    shapes = _ragged_shapes(*shape_args, traits)
+    shapes = _ragged_shapes(*shape_args, traits, like)
     if long_rank:
         shapes = shapes.map(lambda drawn: (_with_a_long_rank(drawn[0], ragged), drawn[1]))
     return _as_drawn(_cases(shapes, simplest_first(names), contract.grad, *_check_target(backend, device),
                             output=contract.read_as.name, groups=contract.groups, mesh=contract.mesh,
-                            optional_group=contract.optional_group and not contract.mesh), contract)
+                            optional_group=contract.optional_group and not contract.mesh,
+                            group_kind=like.groups if like is not None else None),
+                     contract.with_(ragged=False) if like is not None and like.raggedness in _EQUAL else contract)
 
 
 def recipes_for(contract: Contract) -> tuple[str, ...]:
-    """The value recipes a contract's cases draw: a reduction's have a sum (or an order) in any
-    evaluation order (``harness.case.REDUCTION_RECIPES``), data movement draws every bit pattern."""
-    if not contract.kind.reduces:
-        return VALUE_RECIPES
-    return MAX_RECIPES if contract.op == "max" else REDUCTION_RECIPES
+    """The value recipes a contract's cases draw (:func:`harness.case.recipes_for`)."""
+    return case_recipes(contract.kind.reduces, contract.op)
 
 
 def as_collective(case: Case, contract: Contract) -> Case:
@@ -516,6 +585,7 @@ def _cases(
     groups: bool = False,
     mesh: bool = False,
     optional_group: bool = False,
+    group_kind: str | None = None,
 ) -> Case:
     drawn, traits = draw(shapes_and_traits)
     dtype = draw(_one_of(names))
@@ -525,8 +595,10 @@ def _cases(
     if OUTPUTS[output].stacked and draw(_SCALARS):
         shapes, dim = tuple(() for _ in shapes), 0
     # An optional group is passed or not (shrinking toward not); passed, it is a layout with groups.
-    passes = not optional_group or draw(st.booleans())
-    if mesh:
+    passes = not optional_group or (group_kind != "world" if group_kind else draw(st.booleans()))
+    if group_kind and not mesh:
+        layout = group_layout(group_kind, len(shapes)) if groups else ()
+    elif mesh:
         layout = _mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
     else:
         layout = _group_layout(draw(_group_labels(len(shapes)))) if groups and passes else ()

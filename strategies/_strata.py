@@ -1,194 +1,237 @@
-"""Strata: typical cases of every dtype with every value class, and of every shape class, run first.
+"""Strata: a pairwise schedule over the axes that choose a gather's code path, run first.
 
-Hypothesis's draws do not spread evenly: over 100 examples a given (dtype, value class) pair
-can go unseen, so a bug confined to it (an int64 round trip through float64, bool padding)
-was found in one run and missed in the next.  So every run starts with one typical case per
-stratum, built deterministically from the run's seed: for every drawn dtype, one case per
-value class (full-range ``random`` bits first, then ``special`` values: extremes, the
-largest exact float, NaN payloads, signed zeros, subnormals; then ``padding``-like values and
-``iota``), and one case per shape class (a rank of at least :data:`LONG_LENGTH` elements, a
-zero-length rank, every rank empty, the largest world size allowed).  A stratum that fails
-comes with a strategy to shrink the failure in: every case of its dtype, or cases with a
-long rank, or any case.  A target whose group parameter is optional is called with the world
-group in every other stratum, the first included, and without it in the rest.  With subgroups
-(``groups``), strata of several groups, a group rank unlike the global one and an idle rank
-come right after the layout strata.
+Hypothesis's draws do not spread evenly, and a gather's bugs hide on paths: the fast path
+taken when every rank holds the same non-empty shape, a zero-size dim besides the gather dim,
+a 3-d activation with a batch, a rank in no group.  Drawn independently, such a case is one
+draw in ten or twelve, met late or not at all.  So every run starts with a covering array:
+rows over :data:`harness.coverage.PAIR_AXES` (world size, dtype, ndim, the kind of gather dim,
+raggedness, a zero-size dim, a long rank, an activation shape, input layout, value class,
+group layout, cotangent layout) such that every pair of values that can hold together
+(:func:`harness.coverage.allowed`) holds in some row.  Rows are chosen greedily (AETG: each
+row the best of a few candidates, built value by value to cover the most pairs not yet
+covered), deterministically from the run's seed, so a prefix covers the most pairs.
+
+Each row is built into one typical case, and comes with a strategy to find a failure again
+and shrink it in when a search among every case did not meet it: cases of its dtype held to
+its path (:class:`~harness.strategies.Like`: its raggedness, zero-size dim and group layout,
+derived from the world size so shrinking drops ranks without leaving the path), so a failure
+that needs the equal-length path is met again at once, and one that does not shrinks off it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import functools
+import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from harness.case import COTANGENT_LAYOUTS, LAYOUTS, Case, RankSpec
+from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
-from harness.coverage import LONG_LENGTH
+from harness.coverage import HIDDEN, LONG_LENGTH, MIXED, Coverage, completable, interactions, possible_pairs
 
-from ._internal import as_collective, cases, recipes_for, simplest_first
+from ._internal import Like, as_collective, cases, group_layout, simplest_first
 
-#: Value classes in the order strata visit them: a small budget sees every dtype's full range first.
-VALUE_ORDER: tuple[str, ...] = ("random", "normal", "special", "padding", "iota")
-#: Lengths of a typical ragged case, rotated per stratum (a zero-length rank has its own stratum).
+#: Candidate rows tried for each row kept: more cover more pairs per row, at a cost in time.
+CANDIDATES = 6
+#: Lengths of a typical ragged case, rotated per rank (never all equal, never 0).
 _RAGGED_LENGTHS = (3, 1, 4, 2, 5)
-_TYPICAL_LENGTH = 3
+#: Hidden sizes of an activation, halved while the case would exceed :data:`_MAX_ELEMENTS`.
+_HIDDEN_SIZES = (32, 64, 128, 256)
+_MAX_ELEMENTS = 4096
+#: Values a label leaves out: what most rows hold.
+_PLAIN = {"zero-size dim": "no", "long rank": "no", "activation": "no", "layout": "contiguous",
+          "cotangent layout": "contiguous"}
 
 
 @dataclass(frozen=True)
 class Stratum:
-    """One stratum: its label, a typical case of it, and the strategy that shrinks a failure in it."""
+    """One stratum: its label, a typical case of it, the strategy that shrinks a failure in it,
+    and the row of the schedule it was built from (axis -> value)."""
 
     label: str
     case: Case
     strategy: st.SearchStrategy[Case]
+    path: dict[str, str] = field(default_factory=dict)
 
 
 def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str, seed: int) -> list[Stratum]:
-    """Every stratum of ``contract`` over ``dtypes``, ordered so any prefix covers every dtype first."""
-    rng = random.Random(seed)
+    """A case per row of the pairwise schedule of ``contract`` over ``dtypes``, most new pairs first."""
     names = simplest_first(dtypes)
-    recipes = [values for values in VALUE_ORDER if values in recipes_for(contract)]
-    order = [(dtype, values) for values in recipes[:2] for dtype in names]
-    order += [(dtype, values) for values in recipes[2:] for dtype in names]
-    shapes = _shape_classes(contract, names, rng, backend, device)
-    # A failure is shrunk among all cases of its dtype (any value class): toward iota where it can.
-    by_dtype = {dtype: cases(contract=contract, dtypes=(dtype,), backend=backend, device=device) for dtype in names}
-    dtype_strata = [
-        Stratum(f"dtype={dtype} values={values}", _typical(contract, dtype, values, rng, backend, device),
-                by_dtype[dtype])
-        for dtype, values in order
-    ]
-    layouts = _layout_classes(contract, names, rng, backend, device)
-    first_round = len(names)  # every dtype once, then the shape and layout classes, then the rest
-    layers = dtype_strata[:first_round] + shapes + layouts + dtype_strata[first_round:]
-    if contract.optional_group:  # both calls from the first two strata on: with the group and without
-        layers = [replace(layer, case=_passing_group(layer.case, n % 2 == 0)) for n, layer in enumerate(layers)]
-    after_layouts = first_round + len(shapes) + len(layouts)
-    layers[after_layouts:after_layouts] = _group_classes(contract, names, rng, backend, device)
-    if contract.collective != "gather":
-        layers = [replace(layer, case=as_collective(layer.case, contract)) for layer in layers]
+    domain = Coverage.for_contract(contract, names).domain()
+    rng = random.Random(seed)
+    layers = []
+    for n, row in enumerate(covering_rows(tuple(domain.items()), seed)):
+        case = _built(contract, row, rng, backend, device, passes_group=n % 2 == 0)
+        layers.append(Stratum(_label(row), case, _like(contract, row, backend, device), row))
     return layers
 
 
-#: Subgroup layouts every run with ``groups`` reaches early: (lengths, groups); ranks in no group are idle.
-_GROUP_CLASSES: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = (
-    ("two groups of one rank", ((0,), (1,))),
-    ("a group rank that is not the global rank", ((0, 2), (1,))),
-    ("an idle rank beside two groups", ((1, 3), (0,))),
-)
+@functools.cache
+def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: int) -> tuple[dict[str, str], ...]:
+    """Rows over ``domain`` covering every possible pair of values (:meth:`Coverage.possible_pairs`).
+
+    The first row holds the simplest value of every axis; each next one is the best of
+    :data:`CANDIDATES` built greedily from an uncovered pair.  Cached: every check of a run
+    with the same space and seed (a catalogue's) shares the schedule.
+    """
+    domain = dict(domain_items)
+    uncovered = set(possible_pairs(domain))
+    rng = random.Random(seed)
+    rows: list[dict[str, str]] = []
+    while uncovered:
+        ordered = sorted(uncovered)
+        candidates = [_candidate(domain, uncovered, ordered[rng.randrange(len(ordered))], rng)
+                      for _ in range(CANDIDATES)] if rows else [_simplest(domain)]
+        best = max(candidates, key=lambda row: len(_covered(row) & uncovered))
+        if not _covered(best) & uncovered:
+            break
+        rows.append(best)
+        uncovered -= _covered(best)
+    return tuple(rows)
 
 
-def _group_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
-                   device: str) -> list[Stratum]:
-    """With ``groups`` (not a mesh's): several groups, a group rank unlike the global one, an idle
-    rank, at the smallest world that has each: what a subgroup bug needs, which random layouts
-    reach late (most draws are one group, and shrinking leans there)."""
-    if not contract.groups or contract.mesh:
-        return []
-    low, high = contract.world_sizes
-    # shrunk among cases that pass a group: a failure found on subgroups does not drift to a groupless call
-    grouped = cases(contract=replace(contract, optional_group=False), dtypes=names, backend=backend, device=device)
-    found = []
-    for label, layout in _GROUP_CLASSES:
-        world = max(max(group) for group in layout) + 1
-        if not low <= world <= high:
-            continue
-        lengths = tuple(_RAGGED_LENGTHS[r % len(_RAGGED_LENGTHS)] if contract.ragged_cases else _TYPICAL_LENGTH
-                        for r in range(world))
-        case = replace(_typical(contract, names[0], "random", rng, backend, device, lengths), groups=layout)
-        found.append(Stratum(label, case, grouped))
-    return found
+def _simplest(domain: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """The first value of every axis that can take one: W=1 (or the least), the simplest dtype, 1-d ..."""
+    row: dict[str, str] = {}
+    for axis, values in domain.items():
+        value = next((v for v in values if completable({**row, axis: v}, domain)), None)
+        if value is not None:
+            row[axis] = value
+    return row
 
 
-def _passing_group(case: Case, passes: bool) -> Case:
-    """``case`` calling an optional group's target with the group (its layout, else the world
-    group) or without it."""
-    if not passes:
-        return replace(case, groups=(), world_group=False)
-    return case if case.groups else replace(case, world_group=True)
+def _candidate(domain: dict[str, tuple[str, ...]], uncovered: set[str], start: str,
+               rng: random.Random) -> dict[str, str]:
+    """A row holding the pair ``start``, its other axes in random order, each given the value
+    that covers the most uncovered pairs with the values already chosen (ties at random)."""
+    row = dict(part.split("=", 1) for part in start.split(" x "))
+    rest = [axis for axis in domain if axis not in row]
+    rng.shuffle(rest)
+    for axis in rest:
+        options = [v for v in domain[axis] if completable({**row, axis: v}, domain)]
+        if not options:
+            continue  # the cotangent axis of a dtype without gradients
+        before = _covered(row) & uncovered
+        # the most new pairs; among equals the simplest value, so rows hold only what they cover
+        gains = [(len((_covered({**row, axis: v}) & uncovered) - before), -n, v) for n, v in enumerate(options)]
+        row[axis] = max(gains)[2]
+    return {axis: row[axis] for axis in domain if axis in row}
 
 
-def _typical(contract: Contract, dtype: str, values: str, rng: random.Random, backend: str, device: str,
-             lengths: tuple[int, ...] | None = None) -> Case:
-    """A plain case of ``dtype`` with every rank on the value recipe ``values``: W=3 where the
-    contract allows (else its nearest world size), ragged where it allows, 1-d, dim 0."""
-    low, high = contract.world_sizes
-    if lengths is None:
-        world = min(max(3, low), high)
-        ragged = contract.ragged_cases
-        start = rng.randrange(len(_RAGGED_LENGTHS))
-        lengths = tuple(_RAGGED_LENGTHS[(start + r) % len(_RAGGED_LENGTHS)] if ragged else _TYPICAL_LENGTH
-                        for r in range(world))
+def _covered(row: dict[str, str]) -> set[str]:
+    return interactions({axis: (value,) for axis, value in row.items()})
+
+
+def _label(row: dict[str, str]) -> str:
+    """``W=3 int8 ndim=2 dim kind=positive ragged layout=transposed ...``: the row, plain values left out."""
+    shown = [f"W={row['W']}", row["dtype"], f"ndim={row['ndim']}"]
+    shown += [f"{axis}={value}" for axis, value in row.items()
+              if axis not in ("W", "dtype", "ndim") and _PLAIN.get(axis) != value]
+    return " ".join(shown)
+
+
+# ---------------------------------------------------------------------------------------------
+# a row as a case
+
+
+def _built(contract: Contract, row: dict[str, str], rng: random.Random, backend: str, device: str, *,
+           passes_group: bool) -> Case:
+    """The typical case of ``row`` (see the module docstring); ``passes_group``: a target whose
+    group is optional and who is not drawn layouts gets the world group, else no group."""
+    world, ndim, dtype = int(row["W"]), int(row["ndim"]), row["dtype"]
+    groups, world_group = _groups(contract, row, world, passes_group)
+    probe = Case(ranks=tuple(RankSpec((1,)) for _ in range(world)), groups=groups)
+    active = [r for r in range(world) if not probe.idle(r)]
+    lengths = _lengths(row, world, active, rng)
+    others = _other_dims(row, ndim, sum(lengths), rng)
+    kind = row.get("dim kind", "0")
+    dim = 0 if kind == "0" or ndim == 1 and kind == "positive" else (
+        rng.randrange(1, ndim) if kind == "positive" else -rng.randrange(1, ndim + 1))
     grad = contract.grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     seed = rng.randrange(2**32)
-    values = values if values in recipes_for(contract) else recipes_for(contract)[-1]
-    ranks = tuple(RankSpec((n,), values=values, seed=seed) for n in lengths)
-    groups = (tuple(range(len(lengths))),) if contract.groups else ()
-    return Case(ranks=ranks, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,
-                output=contract.read_as.name)
+    layouts = _per_rank(row.get("layout", "contiguous"), LAYOUTS, world, ndim, rng)
+    cotangents = _per_rank(row.get("cotangent layout", "contiguous"), COTANGENT_LAYOUTS, world, ndim, rng)
+    cotangent = COTANGENT_RECIPES[rng.randrange(len(COTANGENT_RECIPES))] if grad != "none" else "ints"
+    d = dim % ndim
+    ranks = tuple(RankSpec(tuple(others[:d]) + (n,) + tuple(others[d:]), layout=layouts[r], values=row["values"],
+                           seed=seed, cotangent=cotangent, cotangent_layout=cotangents[r] if grad != "none" else
+                           "contiguous") for r, n in enumerate(lengths))
+    case = Case(ranks=ranks, dim=dim, dtype=dtype, grad=grad, backend=backend, device=device, groups=groups,
+                output=contract.read_as.name, world_group=world_group)
+    if contract.collective == "gather":
+        return case
+    return as_collective(case, contract if row["raggedness"] != "equal" else contract.with_(ragged=False))
 
 
-def _layout_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
-                    device: str) -> list[Stratum]:
-    """Every input layout × cotangent layout on 2-d inputs, each with every rank alike, then
-    ranks holding different ones (two rotations): a bug confined to, say, a transposed cotangent
-    (``torch.distributed.nn``'s backward on gloo) or to ranks whose layouts differ is then found
-    in every run, not by luck.  Without gradients only the input layouts count."""
-    grad = contract.grad != "none"
-    dtype = next((d for d in names if d in DIFFERENTIABLE_DTYPES), names[0]) if grad else names[0]
-    cotangents = COTANGENT_LAYOUTS if grad and dtype in DIFFERENTIABLE_DTYPES else COTANGENT_LAYOUTS[:1]
-    pairs = [pair for pair in itertools.product(LAYOUTS, cotangents) if pair != (LAYOUTS[0], COTANGENT_LAYOUTS[0])]
-    low, high = contract.world_sizes
-    world = min(max(2, low), high)
-    uniform = [(f"every rank: input {layout}, cotangent {cotangent}" if grad else f"every rank: input {layout}",
-                [(layout, cotangent)] * world) for layout, cotangent in pairs]
-    mixed_world = min(max(3, low), high)
-    mixed = [(f"ranks with different layouts ({turn + 1} of 2)",
-              [(LAYOUTS[(r + turn) % len(LAYOUTS)], cotangents[(r + 2 * turn) % len(cotangents)])
-               for r in range(mixed_world)]) for turn in range(2)] if mixed_world > 1 else []
-    strategy = cases(contract=contract, dtypes=(dtype,), backend=backend, device=device, min_ndim=2)
-    return [Stratum(label, _two_dimensional(contract, dtype, layouts, rng, backend, device), strategy)
-            for label, layouts in uniform + mixed]
+def _groups(contract: Contract, row: dict[str, str], world: int,
+            passes_group: bool) -> tuple[tuple[tuple[int, ...], ...], bool]:
+    """``(groups, world_group)`` of a row: its layout with ``groups``, the mesh's one group, else
+    the world group or none (alternating, for a target whose group is optional)."""
+    if contract.groups:
+        kind = row.get("groups", "one group")
+        return group_layout(kind, world), False
+    return (), contract.optional_group and passes_group
 
 
-def _two_dimensional(contract: Contract, dtype: str, layouts: list[tuple[str, str]], rng: random.Random,
-                     backend: str, device: str) -> Case:
-    """A typical 2-d case whose rank r holds ``layouts[r]`` (input layout, cotangent layout):
-    ragged along the gather dim where the contract allows, the last dim where it gathers any."""
-    case = _typical(contract, dtype, "random", rng, backend, device, lengths=(_TYPICAL_LENGTH,) * len(layouts))
-    ragged = contract.ragged_cases
+def _lengths(row: dict[str, str], world: int, active: list[int], rng: random.Random) -> list[int]:
+    """Per-rank lengths along the gather dim holding the row's raggedness on its active ranks
+    (idle ranks hold 2); a long rank is the first active one (every one, if equal)."""
+    pattern, long = row["raggedness"], row.get("long rank") == "yes"
+    long_length = LONG_LENGTH + rng.randrange(32)
     start = rng.randrange(len(_RAGGED_LENGTHS))
-    dim = 0 if contract.dims == "0" else -1
-    ranks = []
-    for r, (spec, (layout, cotangent)) in enumerate(zip(case.ranks, layouts)):
-        n = _RAGGED_LENGTHS[(start + r) % len(_RAGGED_LENGTHS)] if ragged else _TYPICAL_LENGTH
-        shape = (n, 2) if dim == 0 else (2, n)
-        ranks.append(dataclasses.replace(spec, shape=shape, layout=layout, cotangent_layout=cotangent))
-    return dataclasses.replace(case, ranks=tuple(ranks), dim=dim)
+    equal = long_length if long else rng.randint(1, 4)
+    lengths = [2] * world
+    for k, r in enumerate(active):
+        if pattern == "all empty":
+            lengths[r] = 0
+        elif pattern == "equal":
+            lengths[r] = equal
+        else:
+            lengths[r] = long_length if long and k == 0 else _RAGGED_LENGTHS[(start + k) % len(_RAGGED_LENGTHS)]
+    if pattern == "zero-length rank":
+        lengths[active[-1]] = 0
+    return lengths
 
 
-def _shape_classes(contract: Contract, names: tuple[str, ...], rng: random.Random, backend: str,
-                   device: str) -> list[Stratum]:
-    """A long rank, a zero-length rank, every rank empty, and the largest world allowed; each of
-    the first of ``names`` (the dtypes drawn), shrunk among cases of any of them, never of a
-    dtype the backend cannot move (its refusal would be shrunk into a finding against the target)."""
-    low, high = contract.world_sizes
-    ragged = contract.ragged_cases
-    anything = cases(contract=contract, dtypes=names, backend=backend, device=device)
-    wanted: list[tuple[str, tuple[int, ...], st.SearchStrategy[Case]]] = []
-    two = min(max(2, low), high)
-    long = LONG_LENGTH + rng.randrange(32)
-    wanted.append((f"a rank of {LONG_LENGTH} or more", (long,) + ((1,) if ragged else (long,)) * (two - 1),
-                   cases(contract=contract, dtypes=names, backend=backend, device=device, long_rank=True)))
-    three = min(max(3, low), high)
-    if ragged and three > 1:
-        wanted.append(("a zero-length rank", tuple((2, 0, 1)[r % 3] for r in range(three)), anything))
-    wanted.append(("every rank empty", (0,) * two, anything))
-    if high > three:
-        lengths = tuple(_RAGGED_LENGTHS[r % len(_RAGGED_LENGTHS)] if ragged else 1 for r in range(high))
-        wanted.append((f"the largest world, W={high}", lengths, anything))
-    return [Stratum(label, _typical(contract, names[0], "random", rng, backend, device, lengths), strategy)
-            for label, lengths, strategy in wanted]
+def _other_dims(row: dict[str, str], ndim: int, total: int, rng: random.Random) -> list[int]:
+    """The sizes of the dims besides the gather dim: 1..3 (one of them 0 for a zero-size dim);
+    an activation's batch (and heads) 2..4 and a hidden size of tens to hundreds, halved to
+    keep the case within :data:`_MAX_ELEMENTS`."""
+    others = [rng.randint(1, 3) for _ in range(ndim - 1)]
+    if row.get("activation") == "yes":
+        others = [rng.randint(2, 4) for _ in range(ndim - 2)] + [_HIDDEN_SIZES[rng.randrange(len(_HIDDEN_SIZES))]]
+        while others[-1] > HIDDEN and max(total, 1) * math.prod(others) > _MAX_ELEMENTS:
+            others[-1] //= 2
+    if row.get("zero-size dim") == "yes":
+        others[rng.randrange(len(others))] = 0
+    return others
+
+
+def _per_rank(value: str, layouts: tuple[str, ...], world: int, ndim: int, rng: random.Random) -> list[str]:
+    """Every rank's layout: ``value``, or for ``mixed`` a rotation (no transposed 1-d view)
+    from a random start, so neighbouring ranks differ."""
+    if value != MIXED:
+        return [value] * world
+    usable = [layout for layout in layouts if ndim > 1 or layout != "transposed"]
+    start = rng.randrange(len(usable))
+    return [usable[(start + r) % len(usable)] for r in range(world)]
+
+
+def _like(contract: Contract, row: dict[str, str], backend: str, device: str) -> st.SearchStrategy[Case]:
+    """Where a failing row is searched again and shrunk when a search among every case did not
+    meet it (:meth:`harness.search._Session.strata`): cases on its path (:class:`Like`) of its
+    dtype, with its long rank, its activation's 3 dims or the 2 its layouts or dim need."""
+    like = Like(raggedness=row["raggedness"] if row["raggedness"] != "one rank" else None,
+                zero_size_dim=row.get("zero-size dim") == "yes",
+                groups=row.get("groups") if contract.groups and not contract.mesh else None)
+    long = row.get("long rank") == "yes"
+    two_d = (row.get("dim kind") == "positive" or "transposed" in (row.get("layout"), row.get("cotangent layout"))
+             or MIXED in (row.get("layout"), row.get("cotangent layout")) and int(row["ndim"]) > 1)
+    min_ndim = 1 if long else 3 if row.get("activation") == "yes" else 2 if two_d else 1
+    return cases(contract=contract, dtypes=(row["dtype"],), backend=backend, device=device, long_rank=long,
+                 min_ndim=min_ndim, like=like)
+
+
+__all__ = ["Stratum", "covering_rows", "strata"]

@@ -55,28 +55,41 @@ def test_axes_name_every_value_of_a_case() -> None:
         dim=-1, dtype="complex64", grad="sum",
     )
     assert axes(mixed) == {
-        "W": ("3",), "dtype": ("complex64",), "ndim": ("2",), "dim": ("-1",), "raggedness": ("zero-length rank",),
-        "long rank": ("yes",), "layout": ("contiguous", "offset"), "values": ("iota", "special"),
+        "W": ("3",), "dtype": ("complex64",), "ndim": ("2",), "dim": ("-1",), "dim kind": ("negative",),
+        "raggedness": ("zero-length rank",), "zero-size dim": ("no",), "long rank": ("yes",), "activation": ("no",),
+        "layout": ("contiguous", "offset", "mixed"), "values": ("iota", "special"),
         "groups": ("world",), "output": ("tensor",), "cotangent": ("ints", "floats"),
-        "cotangent layout": ("contiguous", "transposed"),
+        "cotangent layout": ("contiguous", "transposed", "mixed"),
     }
     assert list(axes(mixed)) == list(AXES)
     assert events(mixed)[:4] == ["W=3", "dtype=complex64", "ndim=2", "dim=-1"]
     assert "layout=offset" in events(mixed) and "cotangent layout=transposed" in events(mixed)
 
 
-def test_raggedness_is_the_first_of_all_empty_zero_length_ragged_equal() -> None:
+def test_raggedness_is_the_first_of_all_empty_one_rank_zero_length_ragged_equal() -> None:
     assert axes(case(0, 0))["raggedness"] == ("all empty",)
-    assert axes(case(3, 3, ranks=(RankSpec((3, 0)), RankSpec((3, 0)))))["raggedness"] == ("all empty",)
+    assert axes(case(3))["raggedness"] == ("one rank",)
     assert axes(case(0, 2, 1))["raggedness"] == ("zero-length rank",)
     assert axes(case(1, 2))["raggedness"] == ("ragged",)
     assert axes(case(2, 2))["raggedness"] == ("equal",)
+    # lengths along dim: an empty dim elsewhere is its own axis
+    empty_elsewhere = axes(case(3, 3, ranks=(RankSpec((3, 0)), RankSpec((3, 0)))))
+    assert (empty_elsewhere["raggedness"], empty_elsewhere["zero-size dim"]) == (("equal",), ("yes",))
+
+
+def test_dim_kind_and_activation() -> None:
+    assert [axes(case(2, 2, dim=d))["dim kind"] for d in (0, -1)] == [("0",), ("negative",)]
+    activation = Case(ranks=(RankSpec((3, 2, 32)), RankSpec((1, 2, 32))), grad="sum")
+    assert axes(activation)["activation"] == ("yes",) and axes(activation)["dim kind"] == ("0",)
+    no_batch = Case(ranks=(RankSpec((1, 3, 32)),), dim=1)
+    assert axes(no_batch)["activation"] == ("no",) and axes(no_batch)["dim kind"] == ("positive",)
 
 
 def test_a_stack_of_0d_inputs_has_ndim_0() -> None:
     stacked = axes(Case(ranks=(RankSpec(()), RankSpec(())), output="stack"))
     assert (stacked["ndim"], stacked["dim"], stacked["raggedness"], stacked["output"]) == (
         ("0",), ("0",), ("equal",), ("stack",))
+    assert stacked["zero-size dim"] == stacked["activation"] == ("no",)
 
 
 def test_cases_without_gradients_have_no_cotangent_axes() -> None:
@@ -87,10 +100,11 @@ def test_cases_without_gradients_have_no_cotangent_axes() -> None:
 def test_group_layouts_and_idle_ranks() -> None:
     assert axes(case(1, 1, 1))["groups"] == ("world",)
     assert axes(case(1, 1, 1, groups=((0, 1, 2),)))["groups"] == ("one group",)
-    assert axes(case(1, 1, 1, groups=((0, 2), (1,))))["groups"] == ("several groups",)
+    assert axes(case(1, 1, 1, groups=((0, 1), (2,))))["groups"] == ("several groups",)
+    assert axes(case(1, 1, 1, groups=((0, 2), (1,))))["groups"] == ("several groups", "interleaved groups")
     idle = case(1, 300, 1, groups=((0, 2),), ranks=(RankSpec((1, 2)), RankSpec((300, 2), layout="strided"),
                                                        RankSpec((1, 2))))
-    assert axes(idle)["groups"] == ("one group", "idle ranks")
+    assert axes(idle)["groups"] == ("one group", "idle ranks", "interleaved groups")
     # The idle rank gathers nothing: its length and layout count nowhere.
     assert axes(idle)["long rank"] == ("no",) and axes(idle)["layout"] == ("contiguous",)
 
@@ -171,8 +185,10 @@ def test_never_reached_names_the_cells_and_values_the_space_allows() -> None:
     summary = coverage.summary(width=100)
     assert "2 cases run" in summary and "2 of 4 W x dtype cells reached" in summary
     lines = summary.splitlines()
-    assert len(lines) == 1 + 3 + 2  # totals, the matrix (a header and two rows), two lines of what was missed
-    never = words(lines[4:])
+    assert len(lines) == 1 + 3 + 2 + 2  # totals, the matrix (a header and two rows), what was missed, the pairs
+    never = words(lines[4:6])
+    assert words(lines[6:]).startswith("pairs of path axes: ")
+    assert "missing (" in lines[6] and lines[7].endswith("…")
     assert never.startswith("never reached (") and "W=1 bfloat16; W=2 float32" in never and "dim=-2" in never
 
 
@@ -186,22 +202,24 @@ def test_the_summary_marks_failing_cells_folds_rows_never_reached_and_cuts_the_n
     assert [line.split() for line in lines[2:7]] == [
         ["W=1", "·", "·", "·", "·"], ["W=2", "·", "1!", "·", "·"], ["W=3-5", "·", "·", "·", "·"],
         ["W=6", "·", "·", "1", "·"], ["W=7-64", "·", "·", "·", "·"]]
-    assert len(lines) == 7 + 2 and all(len(line) <= 72 for line in lines[-2:]) and lines[-1].endswith("…")
-    assert lines[-2].startswith("never reached (")
-    assert "W=1 every dtype; W=2 int64, float32, float64; W=3-5 every dtype;" in words(lines[-2:])
+    assert len(lines) == 7 + 2 + 2 and all(len(line) <= 72 for line in lines[-4:]) and lines[-3].endswith("…")
+    assert lines[-4].startswith("never reached (")
+    assert "W=1 every dtype; W=2 int64, float32, float64; W=3-5 every dtype;" in words(lines[-4:-2])
 
 
 def test_the_space_of_a_contract() -> None:
     plain = Coverage.for_contract(Contract(grad="sum", world_sizes=(2, 3)), dtypes=DTYPES)
     assert (plain.world_sizes, plain.dtypes, plain.grad, plain.groups, plain.ragged, plain.ndims) == (
         (2, 3), DTYPES, True, False, True, (1, 4))
-    assert plain.expected()["raggedness"] == ("equal", "ragged", "zero-length rank", "all empty")
+    assert plain.expected()["raggedness"] == ("one rank", "equal", "ragged", "zero-length rank", "all empty")
     stacked = Coverage.for_contract(Contract(output="stack", groups=True, dims="0", dtypes=("int64",)))
     assert (stacked.dtypes, stacked.grad, stacked.ragged, stacked.ndims) == (("int64",), False, False, (0, 4))
     expected = stacked.expected()
-    assert expected["raggedness"] == ("equal", "all empty") and expected["dim"] == ("0",)
+    assert expected["raggedness"] == ("one rank", "equal", "all empty") and expected["dim"] == ("0",)
     assert expected["ndim"][0] == "0" and "cotangent" not in expected
-    assert expected["groups"] == ("one group", "several groups", "idle ranks")
+    assert expected["groups"] == ("one group", "several groups", "idle ranks", "interleaved groups")
+    reduction = Coverage.for_contract(Contract(collective="reduce-scatter", grad="adjoint"))
+    assert reduction.expected()["values"] == ("iota", "padding", "normal")  # never blamed for special values
 
 
 def test_a_space_fully_reached_says_so() -> None:
@@ -212,8 +230,10 @@ def test_a_space_fully_reached_says_so() -> None:
             coverage.record(Case(ranks=(RankSpec((300,) + (1,) * (ndim - 1), layout=layout, values=values),)))
             coverage.record(Case(ranks=(RankSpec((0,) * ndim),)))
             coverage.record(Case(ranks=(RankSpec((2,) * ndim),)))
+            coverage.record(Case(ranks=(RankSpec((2,) * (ndim - 1) + (16,)),)))
     assert coverage.never_reached() == []
-    assert coverage.summary().splitlines()[-1].startswith("never reached: nothing")
+    assert coverage.summary().splitlines()[-3].startswith("never reached: nothing")
+    assert coverage.summary().splitlines()[-2].startswith("pairs of path axes: ")  # these cases pair few values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,9 +336,10 @@ def test_events_name_every_axis_value_of_a_case() -> None:
         grad="mean",
     )
     assert events(case) == [
-        "W=2", "dtype=float16", "ndim=2", "dim=-1", "raggedness=zero-length rank", "long rank=yes",
-        "layout=contiguous", "layout=strided", "values=iota", "values=special", "groups=world", "output=tensor",
-        "cotangent=ints", "cotangent=floats", "cotangent layout=contiguous", "cotangent layout=transposed",
+        "W=2", "dtype=float16", "ndim=2", "dim=-1", "dim kind=negative", "raggedness=zero-length rank",
+        "zero-size dim=no", "long rank=yes", "activation=no", "layout=contiguous", "layout=strided", "layout=mixed",
+        "values=iota", "values=special", "groups=world", "output=tensor", "cotangent=ints", "cotangent=floats",
+        "cotangent layout=contiguous", "cotangent layout=transposed", "cotangent layout=mixed",
     ]
     assert "raggedness=all empty" in events(Case(ranks=(RankSpec((0, 3)), RankSpec((0, 3)))))
 

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from harness.strategies import (
     SIMPLEST_DTYPES,
+    Like,
     RaggedShapes,
     cases,
     contract_violations,
     dtypes,
+    group_layout,
     has_misuse,
     lengths,
     misuse_cases,
@@ -28,6 +30,8 @@ from hypothesis.errors import NoSuchExample
 from harness import strategies
 from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
 from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+from harness.coverage import Coverage
+from harness.coverage import axes as coverage_axes
 
 #: A contract that lets the strategies reach everything: ragged, any dim, W up to 8, grads.
 OPEN = Contract(grad="sum", world_sizes=(1, 8))
@@ -309,3 +313,76 @@ def test_every_stratum_shrinks_among_the_dtypes_drawn_only(collective: str) -> N
         with pytest.raises(NoSuchExample):
             find(layer.strategy, lambda case: case.dtype not in drawn, settings=settings(_REACH, max_examples=100),
                  random=Random(0))
+
+
+# -- the pairwise schedule ------------------------------------------------------------------------------
+
+GLOO_DTYPES = tuple(d for d in ALL_DTYPES if d != "int16")
+SCHEDULED = {
+    "ragged, sum, groups": Contract(grad="sum", groups=True),
+    "optional group": Contract(grad="sum", groups=True, optional_group=True),
+    "equal-only, dim 0": Contract(ragged=False, dims="0", grad="local"),
+    "stack": Contract(output="stack", ragged=False),
+    "mesh": Contract(groups=True, mesh=True, grad="sum"),
+    "reduce-scatter": Contract(collective="reduce-scatter", grad="adjoint", groups=True),
+    "all-to-all": Contract(collective="all-to-all", grad="adjoint"),
+    "W=2-8": Contract(world_sizes=(2, 8)),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULED))
+def test_the_strata_reach_every_pair_of_path_values(name: str) -> None:
+    """Every pair (and triple of raggedness, dim kind and zero-size dim) of values that can hold
+    together is held by some stratum's case, as the coverage counts it; the strata of a W=1-4
+    space fit in the four fifths of the default 100 examples a run gives them."""
+    contract = SCHEDULED[name]
+    dtypes = tuple(d for d in contract.dtypes if d in GLOO_DTYPES)
+    for seed in (0, 1):
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
+        coverage = Coverage.for_contract(contract, dtypes)
+        for layer in layers:
+            coverage.record(layer.case)
+            assert set(coverage_axes(layer.case)["dtype"]) == {layer.path["dtype"]}
+        assert coverage.pairs_missing() == [], (name, seed)
+        assert coverage.cells_reached()[0] == coverage.cells_reached()[1]
+        if contract.world_sizes[1] <= 4:
+            assert len(layers) <= 80, (name, len(layers))
+
+
+def test_a_stratum_holds_the_values_of_its_row() -> None:
+    """What a row says is what its case is, on every axis the coverage can read back."""
+    contract = SCHEDULED["ragged, sum, groups"]
+    for layer in strategies.strata(contract=contract, dtypes=GLOO_DTYPES, backend="gloo", device="cpu", seed=3):
+        held = coverage_axes(layer.case)
+        for axis, value in layer.path.items():
+            assert value in held[axis], (layer.label, axis, held[axis])
+
+
+@pytest.mark.parametrize("like", [Like(raggedness="equal"), Like(raggedness="zero-length rank"),
+                                  Like(raggedness="ragged", groups="idle ranks"), Like(zero_size_dim=True),
+                                  Like(raggedness="all empty", groups="interleaved groups")], ids=repr)
+def test_cases_like_a_stratum_stay_on_its_path(like: Like) -> None:
+    """Searched again after a failure, a stratum's cases keep its raggedness, zero-size dim and
+    group layout, and the smallest of them has the fewest ranks that can hold them."""
+    contract = Contract(grad="sum", groups=like.groups is not None, world_sizes=(1, 6))
+    strategy = cases(contract=contract, dtypes=("float32",), like=like)
+
+    @settings(_REACH, max_examples=60)
+    @given(strategy)
+    def holds(case: Case) -> None:
+        held = coverage_axes(case)
+        if like.raggedness is not None:
+            assert held["raggedness"] == (like.raggedness,) or like.groups == "idle ranks" and case.world_size == 2
+        assert held["zero-size dim"] == (("yes",) if like.zero_size_dim else held["zero-size dim"])
+        if like.groups is not None:
+            assert like.groups in held["groups"]
+
+    holds()
+    assert _find(strategy, lambda case: True).world_size == like.fewest_ranks()
+
+
+def test_group_layouts_keep_their_kind_at_every_world_size() -> None:
+    assert group_layout("several groups", 2) == ((0,), (1,))
+    assert group_layout("idle ranks", 2) == ((1,),)
+    assert group_layout("interleaved groups", 3) == ((0, 2), (1,))
+    assert group_layout("one group", 3) == ((0, 1, 2),) and group_layout("world", 3) == ()
