@@ -43,6 +43,11 @@ VALUE_RECIPES: tuple[str, ...] = ("iota", "padding", "special", "random")
 REDUCTION_RECIPES: tuple[str, ...] = ("iota", "padding", "normal")
 MAX_RECIPES: tuple[str, ...] = ("iota", "normal")
 ALL_RECIPES: tuple[str, ...] = (*VALUE_RECIPES, "normal")
+#: Cotangent recipes: exact small integers (sums are exact) or general floats.
+COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
+COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
+#: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
+_OUTSIDE_VIEW = 113
 
 
 def recipes_for(reduces: bool, op: str) -> tuple[str, ...]:
@@ -51,12 +56,6 @@ def recipes_for(reduces: bool, op: str) -> tuple[str, ...]:
     if not reduces:
         return VALUE_RECIPES
     return MAX_RECIPES if op == "max" else REDUCTION_RECIPES
-
-#: Cotangent recipes: exact small integers (sums are exact) or general floats.
-COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
-COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
-#: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
-_OUTSIDE_VIEW = 113
 
 
 @dataclass(frozen=True)

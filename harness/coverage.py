@@ -463,10 +463,7 @@ class Coverage:
         text = f"pairs of path axes: {reached} of {possible} reached"
         if missing:
             text += f"; missing ({len(missing)}): " + ", ".join(missing)
-        lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
-        if len(lines) > 2:
-            lines[1] = "  " + textwrap.shorten(lines[1] + " " + " ".join(lines[2:]), width=width - 2, placeholder=" …")
-        return lines[:2]
+        return _two_lines(text, width)
 
     def _matrix_lines(self) -> list[str]:
         dtypes = self.dtype_range()
@@ -491,11 +488,7 @@ class Coverage:
             return ["never reached: nothing; every cell and axis value of the space came up"]
         items = [f"{world_label(lo, hi)} {gone}" for lo, hi in self.matrix_rows() if (gone := self._missing_in_row(lo))]
         items += [label for label in missing if not label.startswith("W=")]
-        lines = textwrap.wrap(f"never reached ({len(missing)}): " + "; ".join(items), width=width,
-                              subsequent_indent="  ", break_on_hyphens=False)
-        if len(lines) > 2:
-            lines[1] = "  " + textwrap.shorten(lines[1] + " " + lines[2], width=width - 2, placeholder=" …")
-        return lines[:2]
+        return _two_lines(f"never reached ({len(missing)}): " + "; ".join(items), width)
 
     def _missing_in_row(self, world_size: int) -> str:
         """The space's dtypes never reached at ``world_size``: ``every dtype``, a list, or ``""``."""
@@ -513,13 +506,14 @@ def pair_label(*axis_values: tuple[str, str]) -> str:
     return " x ".join(f"{axis}={value}" for axis, value in axis_values)
 
 
-def interactions(row: dict[str, tuple[str, ...]]) -> set[str]:
+def interactions(row: dict[str, tuple[str, ...]], involving: str | None = None) -> set[str]:
     """The pairs of values ``row`` holds (every value of a per-rank axis counts), and the
-    triples of :data:`TRIPLE_AXES`; axes in :data:`PAIR_AXES` order."""
+    triples of :data:`TRIPLE_AXES`; axes in :data:`PAIR_AXES` order.  ``involving``: only
+    those with a value of that axis (what giving it a value adds to a row)."""
     held = [(axis, row[axis]) for axis in PAIR_AXES if axis in row]
     found = {pair_label((a, x), (b, y)) for (a, xs), (b, ys) in itertools.combinations(held, 2)
-             for x in xs for y in ys}
-    if all(axis in row for axis in TRIPLE_AXES):
+             if involving in (None, a, b) for x in xs for y in ys}
+    if all(axis in row for axis in TRIPLE_AXES) and involving in (None, *TRIPLE_AXES):
         found |= {pair_label(*zip(TRIPLE_AXES, values)) for values in itertools.product(*(row[a] for a in TRIPLE_AXES))}
     return found
 
@@ -590,6 +584,15 @@ def _possible_pairs(domain_items: tuple[tuple[str, tuple[str, ...]], ...]) -> fr
     return frozenset(pair_label(*zip(combo, values)) for combo in combos
                      for values in itertools.product(*(domain[a] for a in combo))
                      if completable(dict(zip(combo, values)), domain))
+
+
+def _two_lines(text: str, width: int) -> list[str]:
+    """``text`` wrapped to ``width``, the rest folded into a second line cut with ``…``: a summary
+    line that names what is missing never takes over the terminal."""
+    lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+    if len(lines) > 2:
+        lines[1] = "  " + textwrap.shorten(lines[1] + " " + " ".join(lines[2:]), width=width - 2, placeholder=" …")
+    return lines[:2]
 
 
 def world_label(lo: int, hi: int) -> str:

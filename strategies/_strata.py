@@ -113,15 +113,14 @@ def _candidate(domain: dict[str, tuple[str, ...]], uncovered: set[str], start: s
         options = [v for v in domain[axis] if completable({**row, axis: v}, domain)]
         if not options:
             continue  # the cotangent axis of a dtype without gradients
-        before = _covered(row) & uncovered
         # the most new pairs; among equals the simplest value, so rows hold only what they cover
-        gains = [(len((_covered({**row, axis: v}) & uncovered) - before), -n, v) for n, v in enumerate(options)]
+        gains = [(len(_covered({**row, axis: v}, involving=axis) & uncovered), -n, v) for n, v in enumerate(options)]
         row[axis] = max(gains)[2]
     return {axis: row[axis] for axis in domain if axis in row}
 
 
-def _covered(row: dict[str, str]) -> set[str]:
-    return interactions({axis: (value,) for axis, value in row.items()})
+def _covered(row: dict[str, str], involving: str | None = None) -> set[str]:
+    return interactions({axis: (value,) for axis, value in row.items()}, involving)
 
 
 def _label(row: dict[str, str]) -> str:
@@ -142,8 +141,7 @@ def _built(contract: Contract, row: dict[str, str], rng: random.Random, backend:
     group is optional and who is not drawn layouts gets the world group, else no group."""
     world, ndim, dtype = int(row["W"]), int(row["ndim"]), row["dtype"]
     groups, world_group = _groups(contract, row, world, passes_group)
-    probe = Case(ranks=tuple(RankSpec((1,)) for _ in range(world)), groups=groups)
-    active = [r for r in range(world) if not probe.idle(r)]
+    active = sorted(r for group in groups for r in group) if groups else list(range(world))
     lengths = _lengths(row, world, active, rng)
     others = _other_dims(row, ndim, sum(lengths), rng)
     kind = row.get("dim kind", "0")
