@@ -35,7 +35,7 @@ from harness.case import (
 from harness.case import recipes_for as case_recipes
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
-from harness.coverage import LONG_LENGTH
+from harness.coverage import LONG_LENGTH, allowed
 from harness.errors import UsageError
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
@@ -329,12 +329,11 @@ class Like:
     groups: str | None = None
 
     def fewest_ranks(self) -> int:
-        """The smallest world with such a case: two ranks to be equal, to differ or to leave one
-        idle, three to interleave."""
-        if self.groups == "interleaved groups":
-            return 3
-        return 2 if self.raggedness in ("equal", "ragged", "zero-length rank") or self.groups in (
-            "several groups", "idle ranks") else 1
+        """The smallest world with such a case, by the rules the strata obey
+        (:func:`harness.coverage.allowed`): two ranks to be equal, to differ or to leave one idle,
+        three to interleave, or to be ragged within one of several groups."""
+        held = {axis: value for axis, value in (("raggedness", self.raggedness), ("groups", self.groups)) if value}
+        return next(w for w in range(1, MAX_WORLD_SIZE + 1) if allowed({"W": str(w), **held}))
 
 
 #: Raggedness patterns drawn as one length for every rank.
