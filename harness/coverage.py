@@ -246,6 +246,9 @@ class Coverage:
     by_axis: dict[str, dict[str, Tally]] = field(default_factory=dict)
     #: Pairs of :data:`PAIR_AXES` values some example took together, as :func:`pair_label` names them.
     pairs: set[str] = field(default_factory=set)
+    #: A merged run's possible pairs: those of each run merged, not of the union of their spaces
+    #: (a gather's bool and a reduction's ``normal`` values never meet); ``None``: the space's own.
+    merged_possible: frozenset[str] | None = None
 
     @classmethod
     def for_contract(cls, contract: Contract, dtypes: tuple[str, ...] | None = None) -> Coverage:
@@ -360,8 +363,9 @@ class Coverage:
         return found
 
     def possible_pairs(self) -> frozenset[str]:
-        """Every pair of :meth:`domain` values some case can hold together (:func:`allowed`)."""
-        return possible_pairs(self.domain())
+        """Every pair of :meth:`domain` values some case can hold together (:func:`allowed`), or
+        of a merged run's spaces (:attr:`merged_possible`)."""
+        return possible_pairs(self.domain()) if self.merged_possible is None else self.merged_possible
 
     def pairs_missing(self) -> list[str]:
         """The possible pairs no example reached, in axis order."""
@@ -399,6 +403,7 @@ class Coverage:
             group_optional=self.group_optional or other.group_optional,
             mesh=self.mesh and other.mesh,
             pairs=self.pairs | other.pairs,
+            merged_possible=self.possible_pairs() | other.possible_pairs(),
         )
         for key in self.cells.keys() | other.cells.keys():
             merged.cells[key] = self.cells.get(key, Tally()).plus(other.cells.get(key, Tally()))
@@ -421,7 +426,9 @@ class Coverage:
             "axes": {axis: {value: self.by_axis[axis][value].to_json() for value in ordered(axis, self.by_axis[axis])}
                      for axis in AXES if axis in self.by_axis},
             "pairs": {"reached": sorted(self.pairs, key=_pair_place), "possible": self.pairs_reached()[1],
-                      "missing": self.pairs_missing()},
+                      "missing": self.pairs_missing(),
+                      **({} if self.merged_possible is None else
+                         {"merged_possible": sorted(self.merged_possible, key=_pair_place)})},
         }
 
     @classmethod
@@ -434,6 +441,8 @@ class Coverage:
                        ndims=(int(low), int(high)), values=tuple(space.get("values", VALUE_RECIPES)),
                        group_optional=bool(space.get("group_optional")), mesh=bool(space.get("mesh")),
                        pairs=set(data.get("pairs", {}).get("reached", ())))
+        if "merged_possible" in data.get("pairs", {}):
+            coverage.merged_possible = frozenset(data["pairs"]["merged_possible"])
         for cell in data["cells"]:
             coverage.cells[int(cell["world_size"]), str(cell["dtype"])] = Tally.from_json(cell)
         for axis, values in data["axes"].items():

@@ -168,6 +168,18 @@ def test_json_round_trip_and_merge_adds_counts() -> None:
     assert first.examples == 2  # merging made a new one
 
 
+def test_a_merged_run_is_not_blamed_for_pairs_no_one_of_its_runs_could_reach() -> None:
+    """A report merges gathers (bool, no ``normal`` values) with reductions (``normal``, no bool):
+    the union of their spaces has ``dtype=bool x values=normal``, which neither run can draw."""
+    gather = Coverage.for_contract(Contract(), dtypes=("bool", "float32"))
+    reduction = Coverage.for_contract(Contract(collective="reduce-scatter"), dtypes=("float32",))
+    merged = gather.merge(reduction)
+    impossible = "dtype=bool x values=normal"
+    assert impossible not in merged.possible_pairs() and impossible not in merged.pairs_missing()
+    assert merged.possible_pairs() == gather.possible_pairs() | reduction.possible_pairs()
+    assert Coverage.from_json(json.loads(json.dumps(merged.to_json()))) == merged
+
+
 # ---------------------------------------------------------------------------------------------
 # what was never reached, and the terminal summary
 
