@@ -96,8 +96,9 @@ def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
     fuzz.set_defaults(run=command("harness.fuzz", "run_fuzz_command"))
     replay = commands.add_parser(
         "replay", help="run the findings of a fuzz summary again",
-        description="Run the cases of a fuzz summary's findings again on fresh ranks. Exit status: 0 none "
-                    "reproduced, 1 at least one reproduced, 2 bad arguments.")
+        description="Run the cases of a fuzz summary's findings again on fresh ranks. Exit status: 0 every "
+                    "case passed, 1 at least one failed again (reproduced, or another property), 2 bad arguments "
+                    "or a target this machine cannot import.")
     replay.add_argument("summary", metavar="SUMMARY.json", help="the JSON summary a fuzz run wrote")
     replay.add_argument("--index", type=int, metavar="N", help="only finding N (default: every finding)")
     replay.add_argument("--on-cpu", action="store_true",

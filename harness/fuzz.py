@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from harness import coverage_page, files, profiles
+from harness import coverage_page, files, profiles, targets
 from harness.api import (
     CheckOptions,
     Prepared,
@@ -54,7 +54,7 @@ from harness.api import (
 )
 from harness.arguments import one_line, rerun_command
 from harness.case import Case
-from harness.checks import check_misuse, check_outcome
+from harness.checks import Violation, check_misuse, check_outcome
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
@@ -464,18 +464,30 @@ def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
     if args.index is not None and not 0 <= args.index < len(findings):
         raise UsageError(f"--index {args.index}: {args.summary} has {len(findings)} finding(s)")
     chosen = findings if args.index is None else [findings[args.index]]
+    for finding in chosen:  # a target this machine cannot import is the replay's mistake, not a failure
+        targets.locate(finding["target"])
     pool = shared_pool()
-    reproduced = 0
+    failed = 0
     for finding in chosen:
         case = _replay_case(finding, args.on_cpu)
         outcome = pool.run(case, finding["target"], call=Call.from_dict(finding.get("call") or {}), timeout=args.timeout)
         violations = (check_misuse if finding.get("out_of_contract") else check_outcome)(outcome)
-        reproduced += bool(violations)
-        verdict = "reproduced" if violations else "did not reproduce (the case passed)"
-        print(f"[{finding['index']}] {finding['name']} ({finding['property']}): {verdict}")
+        failed += bool(violations)
+        print(f"[{finding['index']}] {finding['name']} ({finding['property']}): {_replay_verdict(finding, violations)}")
         if violations:
             print(format_violations(case, violations))
-    return Exit.COUNTEREXAMPLE if reproduced else Exit.PASS
+    return Exit.COUNTEREXAMPLE if failed else Exit.PASS
+
+
+def _replay_verdict(finding: dict, violations: list[Violation]) -> str:
+    """``reproduced`` only when the finding's own property broke again: the same case failing
+    another property is a failure too, but not this finding (a CPU replay of a CUDA finding, say)."""
+    if not violations:
+        return "did not reproduce (the case passed)"
+    broken = sorted({violation.property for violation in violations})
+    if finding["property"] in broken:
+        return "reproduced"
+    return f"not reproduced as {finding['property']}: the case failed {', '.join(broken)} instead"
 
 
 def _load_findings(path: str) -> list[dict]:

@@ -116,8 +116,14 @@ class RankResult:
     sequences: dict[str, tuple[tuple[int, ...], int]] | None = None
 
     def error_line(self) -> str:
-        """The last line of ``error``: the exception as ``Type: message`` (``""`` without one)."""
-        return self.error.strip().splitlines()[-1] if self.error else ""
+        """The exception as ``Type: message`` (``""`` without one): the first unindented line after
+        the last frame, not the traceback's last line, which for a message of several lines (CUDA's
+        "device-side assert triggered" ends with a hint to compile with ``TORCH_USE_CUDA_DSA``) is
+        the message's tail."""
+        lines = self.error.strip().splitlines() if self.error else []
+        frames = [n for n, line in enumerate(lines) if line.startswith("  File ")]
+        after = lines[frames[-1] + 1:] if frames else lines
+        return next((line for line in after if line and not line[0].isspace()), lines[-1] if lines else "")
 
 
 # -- groups ----------------------------------------------------------------------------------------
@@ -327,7 +333,7 @@ def _leaks(baseline: tuple[int, int]) -> list[str]:
     if threads > baseline[0]:
         leaked.append(f"{threads - baseline[0]} thread(s) still running")
     if fds > baseline[1]:
-        leaked.append(f"{fds - baseline[1]} file descriptor(s) left open")
+        leaked.append(f"{fds - baseline[1]} file descriptor(s) open")
     return leaked
 
 

@@ -164,6 +164,23 @@ def test_a_cuda_finding_replays_on_cpu_when_asked(isolated: Path, capsys: pytest
     assert "reversed_ranks (values): reproduced" in capsys.readouterr().out
 
 
+def test_a_replay_says_reproduced_only_for_the_findings_own_property(isolated: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """A case that fails another property is a failure (exit 1) but not this finding, and a target
+    this machine cannot import is a usage error: before, both came back as "reproduced" (a CUDA
+    finding replayed on a machine without the target's module)."""
+    case = Case(ranks=(RankSpec((1,)), RankSpec((1,))))
+    finding = {"index": 0, "name": "reversed_ranks", "target": "tests.planted_bugs:reversed_ranks",
+               "property": "dtype", "case": case.to_dict(), "out_of_contract": False}
+    (isolated / "other.json").write_text(json.dumps({"findings": [finding]}))
+    assert main(["replay", str(isolated / "other.json")]) == 1
+    assert "(dtype): not reproduced as dtype: the case failed values instead" in capsys.readouterr().out
+
+    (isolated / "gone.json").write_text(json.dumps({"findings": [{**finding, "target": "no_such_module:f"}]}))
+    assert main(["replay", str(isolated / "gone.json")]) == 2
+    assert "target module 'no_such_module' cannot be found" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -211,6 +211,21 @@ def test_a_rank_that_raised_lands_in_one_place_whether_its_peers_blocked_or_retu
     assert "rank 0 did not return" in blocked[0].message
 
 
+def test_an_exception_of_several_lines_is_named_by_its_first() -> None:
+    """CUDA's device-side assert ends its message with a hint; the finding's line must say what
+    was raised (measured on an H100: it said "raised in the forward: Compile with
+    `TORCH_USE_CUDA_DSA` to enable device-side assertions.")."""
+    def fault() -> None:
+        raise RuntimeError("CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA` to enable.")
+
+    try:
+        fault()
+    except RuntimeError as exc:
+        raised = record_error(RankResult(rank=0), exc, "forward")
+    assert raised.error_line() == "RuntimeError: CUDA error: device-side assert triggered"
+    assert record_error(RankResult(rank=0), ValueError("plain"), "forward").error_line() == "ValueError: plain"
+
+
 @pytest.mark.parametrize("scenario", list(shrinking.SCENARIOS))
 def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: str) -> None:
     """Seeds 0-1 here (``benchmarks/shrinking.py`` runs 0-9): one finding, at most 3 ranks and 2

@@ -1,5 +1,6 @@
 """Every GPU check of the harness in one run that fits a small device budget, with a CPU dry run.
 
+    python -m pip install --no-deps --no-build-isolation -e .   # once, into the CUDA torch's environment
     python tools/gpu_evidence.py --device cuda --out DIR     # on a GPU machine (about 6 minutes)
     python tools/gpu_evidence.py --device cpu --out DIR      # here: the same steps on gloo/CPU
 
@@ -19,6 +20,7 @@ correct gather passed), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -37,6 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The whole run's wall-clock budget: the issue's 7 minutes on the GPU machine.
 BUDGET_S = 420.0
 HARNESS = [sys.executable, "-m", "harness"]
+#: The lane of timings, run before the others start: measured beside the other lanes (a report,
+#: two fuzz runs and the findings scripts on the same GPU and cores), one call of our gather on
+#: 65536 floats took 16.7 ms on an H100 where it takes 0.66 ms alone.
+ALONE = "alone"
 CORRECT = "harness.ragged:all_gather_ragged"
 #: Catalogue variants checked on CUDA by ``report``: ours, the published gathers whose known
 #: flaws are about layouts and gradients (gloo's storage order on CPU: do they show on CUDA?),
@@ -168,6 +174,7 @@ def steps(gpu: bool, fuzz_seconds: float) -> list[Step]:
         Step("pytest-gpu", "main", [sys.executable, "-m", "pytest", "-m", "gpu", str(ROOT / "tests" / "test_gpu.py"),
                                     "-q", "-rs", "-p", "no:cacheprovider", f"--rootdir={ROOT}"], 200,
              digest=pytest_digest),
+        Step("raw-collectives", ALONE, [sys.executable, "-c", RAW, single.backend, device], 90, digest=last_line),
         Step("capabilities", "main", [sys.executable, "-c", CAPABILITIES, single.backend, device, shared.backend],
              90, digest=last_line),
         Step(f"check-ours-{single.tag}", "main", [*check, CORRECT, *single.options(), "--grad", "sum", *budget,
@@ -221,6 +228,39 @@ if shutil.which("nvidia-smi"):
                          capture_output=True, text=True).stdout.strip())
 print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "(no GPU)")
+"""
+
+RAW = """
+import os, sys, time, torch, torch.distributed as dist
+from harness.ragged import all_gather_ragged
+backend, device = sys.argv[1:]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29511")
+dist.init_process_group(backend, rank=0, world_size=1)
+where = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
+def sync():
+    if where.type == "cuda":
+        torch.cuda.synchronize(where)
+def per_call(call, repeats=2000):
+    for _ in range(50):
+        call()
+    sync()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        call()
+        sync()
+    return (time.perf_counter() - started) / repeats * 1e6
+parts = []
+for numel in (64, 65536):
+    x = torch.arange(numel, dtype=torch.float32, device=where)
+    out = torch.empty(numel, dtype=torch.float32, device=where)
+    raw = per_call(lambda: dist.all_gather_into_tensor(out, x))
+    ours = per_call(lambda: all_gather_ragged(x, 0))
+    leaf = x.clone().requires_grad_()
+    both = per_call(lambda: all_gather_ragged(leaf, 0).sum().backward())
+    parts.append(f"{numel} float32: all_gather_into_tensor {raw:.1f} us, all_gather_ragged {ours:.1f} us, "
+                 f"with its backward {both:.1f} us")
+dist.destroy_process_group()
+print(f"one call at W=1 on {backend}/{device}, synchronized: " + "; ".join(parts))
 """
 
 CAPABILITIES = """
@@ -299,7 +339,8 @@ def _kill_group(pid: int) -> None:
 
 
 def run_all(chosen: list[Step], out: Path) -> list[Result]:
-    """Run the lanes side by side, each lane's steps one after the other; print each summary as it ends."""
+    """Run the :data:`ALONE` lane first, then the other lanes side by side, each lane's steps one
+    after the other; print each summary as it ends."""
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + BUDGET_S
@@ -317,10 +358,14 @@ def run_all(chosen: list[Step], out: Path) -> list[Result]:
             results.append(result)
         return results
 
-    with ThreadPoolExecutor(len(lanes)) as workers:
-        finished = [result for ran in workers.map(lane, lanes.values()) for result in ran]
+    finished = lane(lanes.pop(ALONE, []))
+    with ThreadPoolExecutor(max(1, len(lanes))) as workers:
+        finished += [result for ran in workers.map(lane, lanes.values()) for result in ran]
     order = {step.name: i for i, step in enumerate(chosen)}
     return sorted(finished, key=lambda result: order[result.step.name])
+
+
+INSTALL = "python -m pip install --no-deps --no-build-isolation -e ."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="a,b", help="only these steps (after a fix: rerun what failed)")
     parser.add_argument("--fuzz-seconds", type=float, default=60.0, help="each fuzz run's duration (default: 60)")
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("harness.reference") is None:  # installed as harness.* (pyproject's package-dir)
+        parser.error(f"the project is not installed in this environment: run `{INSTALL}` in {ROOT} first")
     every = steps(args.device == "cuda", args.fuzz_seconds)
     chosen = every
     if args.only:
