@@ -510,8 +510,10 @@ class Coverage:
 # which values can go together
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def pair_label(*axis_values: tuple[str, str]) -> str:
-    """A pair (or triple) as shown and stored: ``W=2 x dtype=int8`` (axes in :data:`PAIR_AXES` order)."""
+    """A pair (or triple) as shown and stored: ``W=2 x dtype=int8`` (axes in :data:`PAIR_AXES` order).
+    Cached: the schedule names the same few thousand pairs hundreds of thousands of times."""
     return " x ".join(f"{axis}={value}" for axis, value in axis_values)
 
 
