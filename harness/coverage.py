@@ -570,14 +570,22 @@ def allowed(row: dict[str, str]) -> bool:
 def completable(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> bool:
     """Whether ``row`` can be given a value on every other axis of ``domain`` (the cotangent
     axis stays empty for a dtype without gradients) with every rule still holding."""
+    return completion(row, domain) is not None
+
+
+def completion(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> dict[str, str] | None:
+    """``row`` given a value on every other axis of ``domain`` (the first that works, in the
+    domain's order), or ``None`` where :func:`completable` says no: a witness, so that a caller
+    growing a row can ask :func:`allowed` of it with one value changed before searching again."""
     if not allowed(row):
-        return False
+        return None
     axis = next((a for a in domain if a not in row), None)
     if axis is None:
-        return True
+        return row
     if axis == "cotangent layout" and row.get("dtype", "float32") not in DIFFERENTIABLE_DTYPES:
-        return completable(row, {a: v for a, v in domain.items() if a != axis})
-    return any(completable({**row, axis: value}, domain) for value in domain[axis])
+        return completion(row, {a: v for a, v in domain.items() if a != axis})
+    return next((found for value in domain[axis] if (found := completion({**row, axis: value}, domain)) is not None),
+                None)
 
 
 def possible_pairs(domain: dict[str, tuple[str, ...]]) -> frozenset[str]:

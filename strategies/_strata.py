@@ -21,6 +21,7 @@ that needs the equal-length path is met again at once, and one that does not shr
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import random
 from dataclasses import dataclass, field
@@ -29,7 +30,20 @@ from hypothesis import strategies as st
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
-from harness.coverage import HIDDEN, LONG_LENGTH, MIXED, Coverage, allowed, completable, interactions, possible_pairs
+from harness.coverage import (
+    HIDDEN,
+    LONG_LENGTH,
+    MIXED,
+    PAIR_AXES,
+    TRIPLE_AXES,
+    Coverage,
+    allowed,
+    completable,
+    completion,
+    interactions,
+    pair_label,
+    possible_pairs,
+)
 
 from ._internal import Like, as_collective, cases, group_layout, simplest_first
 
@@ -78,11 +92,12 @@ def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: i
     """
     domain = dict(domain_items)
     uncovered = set(possible_pairs(domain))
+    labels = _Labels(domain)
     rng = random.Random(seed)
     rows: list[dict[str, str]] = []
     while uncovered:
         ordered = sorted(uncovered)
-        candidates = [_candidate(domain, uncovered, ordered[rng.randrange(len(ordered))], rng)
+        candidates = [_candidate(domain, uncovered, ordered[rng.randrange(len(ordered))], rng, labels)
                       for _ in range(CANDIDATES)] if rows else [_simplest(domain)]
         best = max(candidates, key=lambda row: len(_covered(row) & uncovered))
         if not _covered(best) & uncovered:
@@ -90,6 +105,26 @@ def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: i
         rows.append(best)
         uncovered -= _covered(best)
     return tuple(rows)
+
+
+class _Labels:
+    """The label (:func:`~harness.coverage.pair_label`) of every pair of values of a domain,
+    looked up rather than formatted: the schedule asks what each value would add to each
+    candidate row, hundreds of thousands of times per contract."""
+
+    def __init__(self, domain: dict[str, tuple[str, ...]]) -> None:
+        place = {axis: n for n, axis in enumerate(PAIR_AXES)}
+        self.pairs = {(a, x, b, y): pair_label(*sorted(((a, x), (b, y)), key=lambda held: place[held[0]]))
+                      for a, b in itertools.permutations(domain, 2) for x in domain[a] for y in domain[b]}
+
+    def added(self, row: dict[str, str], axis: str, value: str, uncovered: set[str]) -> int:
+        """How many uncovered pairs (and :data:`~harness.coverage.TRIPLE_AXES` triples) giving
+        ``axis`` the value ``value`` adds to ``row``: ``_covered({**row, axis: value}, involving=axis)``
+        counted, without naming every pair."""
+        added = sum(self.pairs[held, x, axis, value] in uncovered for held, x in row.items())
+        if axis in TRIPLE_AXES and all(other in row for other in TRIPLE_AXES if other != axis):
+            added += pair_label(*((a, value if a == axis else row[a]) for a in TRIPLE_AXES)) in uncovered
+        return added
 
 
 def _simplest(domain: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -103,26 +138,39 @@ def _simplest(domain: dict[str, tuple[str, ...]]) -> dict[str, str]:
 
 
 def _candidate(domain: dict[str, tuple[str, ...]], uncovered: set[str], start: str,
-               rng: random.Random) -> dict[str, str]:
+               rng: random.Random, labels: _Labels) -> dict[str, str]:
     """A row holding the pair ``start``, its other axes in random order, each given the value
     that covers the most uncovered pairs with the values already chosen (ties at random)."""
     row = dict(part.split("=", 1) for part in start.split(" x "))
+    witness = completion(row, domain) or row  # a possible pair: never None
     rest = [axis for axis in domain if axis not in row]
     rng.shuffle(rest)
     for axis in rest:
         # the most new pairs; among equals the simplest value, so rows hold only what they cover.
         # Ranked first and asked whether the row can still be completed only in that order: the
         # question costs a search over the axes left, and is most of the schedule's time
-        ranked = sorted(((len(_covered({**row, axis: v}, involving=axis) & uncovered), -n, v)
+        ranked = sorted(((labels.added(row, axis, v, uncovered), -n, v)
                          for n, v in enumerate(domain[axis]) if allowed({**row, axis: v})), reverse=True)
-        best = next((v for _, _, v in ranked if completable({**row, axis: v}, domain)), None)
-        if best is not None:  # None: the cotangent axis of a dtype without gradients
-            row[axis] = best
+        for _, _, value in ranked:
+            # the row so far completed as before, this value in: most often still allowed, and
+            # then there is no need to search the axes left for a completion
+            found = {**witness, axis: value}
+            found = found if allowed(found) and _whole(found, domain) else completion({**row, axis: value}, domain)
+            if found is not None:
+                row[axis], witness = value, found
+                break
+        # no value: the cotangent axis of a dtype without gradients
     return {axis: row[axis] for axis in domain if axis in row}
 
 
-def _covered(row: dict[str, str], involving: str | None = None) -> set[str]:
-    return interactions({axis: (value,) for axis, value in row.items()}, involving)
+def _whole(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> bool:
+    """Every axis of ``domain`` has a value in ``row`` (but the cotangent's, for a dtype without gradients)."""
+    return all(axis in row or axis == "cotangent layout" and row.get("dtype", "float32") not in DIFFERENTIABLE_DTYPES
+               for axis in domain)
+
+
+def _covered(row: dict[str, str]) -> set[str]:
+    return interactions({axis: (value,) for axis, value in row.items()})
 
 
 def _label(row: dict[str, str]) -> str:
