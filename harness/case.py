@@ -204,22 +204,37 @@ class Case:
 
     def without(self, rank: int) -> Case | None:
         """This case with rank ``rank`` gone and the ranks after it renumbered, its group layout
-        kept (a group left empty is dropped); ``None`` where that is no case: the last rank, an
-        all-to-all (every rank's splits name every member), or a layout left with no group."""
-        if self.world_size == 1 or self.collective == "all-to-all":
+        kept (a group left empty is dropped); ``None`` where that is no case: the last rank, or a
+        layout left with no group.  In an all-to-all the other members of its group no longer
+        send it their split for it (their inputs shorten by as much)."""
+        if self.world_size == 1:
             return None
         groups = tuple(group for group in (tuple(m - (m > rank) for m in g if m != rank) for g in self.groups) if group)
         if self.groups and not groups:
             return None
-        return replace(self, ranks=self.ranks[:rank] + self.ranks[rank + 1:], groups=groups)
+        ranks = [self._not_sending_to(sender, rank) for sender in range(self.world_size)]
+        return replace(self, ranks=tuple(ranks[:rank] + ranks[rank + 1:]), groups=groups)
+
+    def _not_sending_to(self, sender: int, gone: int) -> RankSpec:
+        """``sender``'s spec once ``gone`` left its group: in an all-to-all, without its split for
+        ``gone`` and that much shorter along the dim; otherwise as it is."""
+        spec, members = self.ranks[sender], self.members(sender)
+        if self.collective != "all-to-all" or gone not in members or sender == gone or not spec.splits:
+            return spec
+        at = members.index(gone)
+        shape = list(spec.shape)
+        shape[self.dim % self.ndim] -= spec.splits[at]
+        return replace(spec, shape=tuple(shape), splits=spec.splits[:at] + spec.splits[at + 1:])
 
     def merged(self, rank: int) -> Case | None:
         """This case with rank ``rank``'s length along the gather dim added to the member before
         it in its group, and ``rank`` gone (:meth:`without`): the group gathers as many elements
-        on one rank fewer.  ``None`` for a first member, an idle rank, a 0-d input."""
+        on one rank fewer.  ``None`` for a first member, an idle rank, a 0-d input, an all-to-all
+        (what a rank sends is split over its group: there is no one length to move)."""
         members = self.members(rank)
         smaller = self.without(rank)
-        if smaller is None or not self.ndim or not members or members[0] == rank:
+        if (smaller is None or not self.ndim or not members or members[0] == rank
+                or self.collective == "all-to-all"):
             return None
         before = members[members.index(rank) - 1]
         shape = list(self.ranks[before].shape)

@@ -263,8 +263,15 @@ def run_check(
                                    seed=search.seed or 0)
         if search.duration_s is None:  # a fifth of the budget at least is drawn at random
             layers = layers[: max(1, budget - budget // RANDOM_SHARE)]
+        def up_to(world: int) -> SearchStrategy[Case]:
+            """Every case of the contract on at most ``world`` ranks."""
+            lo, hi = contract.world_sizes
+            return strategies.cases(contract=contract.with_(world_sizes=(lo, max(lo, min(hi, world)))), dtypes=dtypes,
+                                    backend=backend, device=device)
+
         report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
-                                                                device=device), session.judge, budget, deadline)
+                                                                device=device), session.judge, budget, deadline,
+                                       up_to=up_to)
     report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
     report.leaks = session.leak_notes()
     report.notes = [*report.notes, *session.notes]
@@ -375,19 +382,21 @@ class _Session:
         violations = check_outcome(outcome, bits=self.bits)
         self.progress.seen.append((outcome.case, violations[0].property))
         self.last = outcome
-        return self._refind(strategy, outcome.case, violations, found_by="the calling-convention probe's own case",
-                            repeat=False)
+        return self._refind(strategy, self._finding(outcome.case, violations, repeat=False),
+                            found_by="the calling-convention probe's own case")
 
     def find(self, layers: list[strategies.Stratum], strategy: SearchStrategy[Case],
-             judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None) -> list[Finding]:
+             judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None, *,
+             up_to: Callable[[int], SearchStrategy[Case]] | None = None) -> list[Finding]:
         """The strata, then Hypothesis, until a failure the replays tie to the target or the budget is spent.
 
         A hang or crash that no replay reproduces is put aside (:attr:`unattributed`), and the
         search goes on with the rest of the strata and of the budget, from a new seed: a check
-        must not end, failed or passed, on the machine's hiccup.
+        must not end, failed or passed, on the machine's hiccup.  ``up_to(W)``: every case on at
+        most W ranks, where a failing stratum is searched again (``strategy`` without it).
         """
         while True:
-            drawn = self.strata(layers, strategy) or self.search(strategy, judge,
+            drawn = self.strata(layers, up_to or (lambda world: strategy)) or self.search(strategy, judge,
                                                                  max(1, budget - self.progress.searched), deadline)
             findings = self.confirmed([self.fewest_ranks(finding, judge) for finding in drawn])
             spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
@@ -431,27 +440,32 @@ class _Session:
         self.unattributed += [finding for finding in findings if not finding.attributed()]
         return [finding for finding in findings if finding.attributed()]
 
-    def strata(self, layers: list[strategies.Stratum], anything: SearchStrategy[Case]) -> list[Finding]:
+    def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
         """Each stratum's typical case, with the stability calls; a failure is searched again among
-        ``anything`` (every case) and, if not met there, within its stratum, and shrunk where it
-        was met.  Strata are taken off ``layers`` as they run: a search that goes on resumes there."""
+        every case on no more ranks than still fail it (``up_to``), and if not met there, within
+        its stratum, and shrunk where it was met.  Strata are taken off ``layers`` as they run: a
+        search that goes on resumes there."""
         while layers:
             layer = layers.pop(0)
             self.failing = True  # strata always make the stability calls
             violations = self.judge(layer.case)
             self.failing = False
             if violations:
-                return self._refind(layer.strategy, layer.case, violations,
-                                    found_by=f"the stratified examples ({layer.label})", anywhere=anything)
+                failed = self._finding(layer.case, violations, repeat=True)  # now: what ran before it is its history
+                # Hypothesis shrinks a failure met on four ranks mostly on four ranks (the rest of the
+                # case means something else on fewer): searched among cases on as few as fail, its
+                # shrinking starts small, and takes half the steps (the catalogue's stratum failures)
+                world = self.fewest_ranks(failed, self.judge).case.world_size
+                return self._refind(layer.strategy, failed, found_by=f"the stratified examples ({layer.label})",
+                                    anywhere=up_to(world))
         return []
 
-    def _refind(self, strategy: SearchStrategy[Case], case: Case, violations: list[Violation], *, found_by: str,
-                repeat: bool = True, anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
+    def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
+                anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
         """Search ``anywhere`` (every case: where the smallest failure lies, when the failure is not
-        confined to a path), then ``strategy`` (the cases like ``case``, which failed) for that
-        failure again, and shrink it where it was met; ``case`` itself is reported, unshrunk, if
+        confined to a path), then ``strategy`` (the cases like ``unshrunk``'s, which failed) for
+        that failure again, and shrink it where it was met; ``unshrunk`` itself is reported if
         neither search fails."""
-        unshrunk = self._finding(case, violations, repeat=repeat)  # now: what ran before it is the last history
         found = [] if anywhere is None else self.search(anywhere, self.judge, REFIND_ANYWHERE, None,
                                                          after_failure=True)
         found = found or self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)

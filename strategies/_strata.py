@@ -154,8 +154,8 @@ def _candidate(domain: dict[str, tuple[str, ...]], uncovered: set[str], start: s
         for _, _, value in ranked:
             # the row so far completed as before, this value in: most often still allowed, and
             # then there is no need to search the axes left for a completion
-            found = {**witness, axis: value}
-            found = found if allowed(found) and _whole(found, domain) else completion({**row, axis: value}, domain)
+            moved = {**witness, axis: value}
+            found = moved if allowed(moved) and _whole(moved, domain) else completion({**row, axis: value}, domain)
             if found is not None:
                 row[axis], witness = value, found
                 break

@@ -386,3 +386,29 @@ def test_group_layouts_keep_their_kind_at_every_world_size() -> None:
     assert group_layout("idle ranks", 2) == ((1,),)
     assert group_layout("interleaved groups", 3) == ((0, 2), (1,))
     assert group_layout("one group", 3) == ((0, 1, 2),) and group_layout("world", 3) == ()
+
+
+@pytest.mark.parametrize("collective", ["gather", "all-to-all"])
+@given(data=st.data())
+@settings(_DRAW)
+def test_a_rank_taken_away_leaves_a_valid_case_with_its_group_layout(collective: str, data: st.DataObject) -> None:
+    """:meth:`Case.without`, as fewest ranks uses it: in an all-to-all the other members stop
+    sending the rank their split for it (their inputs shorten by as much); before, an all-to-all
+    kept every rank, so a failure met on four ranks was shrunk on four."""
+    contract = Contract(collective=collective, groups=True, grad="adjoint" if collective != "gather" else "sum")
+    case = data.draw(strategies.cases(contract=contract, dtypes=("float32",)))
+    rank = data.draw(st.integers(0, case.world_size - 1))
+    smaller = case.without(rank)
+    if smaller is None:
+        assert case.world_size == 1 or all(group == (rank,) for group in case.groups)
+        return
+    assert smaller.world_size == case.world_size - 1
+    old = [r for r in range(case.world_size) if r != rank]
+    for new, before in enumerate(old):
+        if collective == "all-to-all" and rank in case.members(before) and case.ranks[before].splits:
+            at = case.members(before).index(rank)
+            assert smaller.ranks[new].splits == case.ranks[before].splits[:at] + case.ranks[before].splits[at + 1:]
+            assert smaller.lengths[new] == case.lengths[before] - case.ranks[before].splits[at]
+        else:
+            assert smaller.ranks[new] == case.ranks[before]
+    assert (case.merged(rank) is None) if collective == "all-to-all" else True
