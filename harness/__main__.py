@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from harness.cli import main as run_command
 
@@ -33,8 +33,40 @@ def entry() -> NoReturn:
     """
     status: list[int] = []
     atexit.register(_exit_now, status)
+    sys.stdout, sys.stderr = _QuietWhenClosed(sys.stdout), _QuietWhenClosed(sys.stderr)
     status.append(main())
     sys.exit(status[0])
+
+
+class _QuietWhenClosed:
+    """A standard stream that goes quiet when its reader leaves (``check ... | head -1``): the
+    command goes on to its verdict and exits with its status, where a ``BrokenPipeError`` from
+    a ``print`` made it an internal error (exit 3, an internal-error file) and lost the verdict."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        """Point the descriptor at /dev/null: what is still buffered, and the exit-time flush, go there."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _exit_now(status: list[int]) -> None:

@@ -124,6 +124,23 @@ def test_bad_input_in_a_real_process_prints_one_line(tmp_path: Path) -> None:
     assert done.stderr == "error: target file 'missing.py' does not exist\n"
 
 
+def test_a_reader_that_leaves_early_gets_the_verdicts_status_not_an_internal_error(tmp_path: Path) -> None:
+    """``check ... | head -1``: the reader closes the pipe after the first line; the check goes on
+    to its verdict (a counterexample: exit 1) and leaves no internal-error file (before: exit 3,
+    ``BrokenPipeError``, ``.gather-harness/internal-error.txt``)."""
+    (tmp_path / "buggy.py").write_text((Path(__file__).parent.parent / "examples" / "buggy.py").read_text())
+    command = [sys.executable, "-m", "harness", "check", "buggy.py:gather", "--max-examples", "50"]
+    environment = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**environment, "GATHER_HARNESS_PROFILE": "ci"})
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()
+    error = process.stderr.read().decode()
+    assert (process.wait(timeout=300), first.startswith(b"gather-harness check")) == (1, True), error
+    assert "BrokenPipe" not in error and not (tmp_path / ".gather-harness" / "internal-error.txt").exists()
+
+
 #: Mistakes answered before torch is imported (and before the rank forkserver starts).
 BEFORE_TORCH = [
     (["check", "missing.py:gather"], "target file 'missing.py' does not exist"),
