@@ -45,7 +45,7 @@ from hypothesis import settings
 
 from harness import capabilities, hints, minimal_repro, profile_names, profiles, repro, targets
 from harness.contract import DTYPE_GROUPS, Contract, parse_dtypes
-from harness.errors import UsageError
+from harness.errors import UsageError, check_failed
 from harness.finding import Finding, UnreproducedFaultWarning
 from harness.machine import check_machine, within_gpus
 from harness.options import command_line, default, resolved
@@ -183,7 +183,7 @@ def check_gather(
         warnings.warn(note, stacklevel=_first_frame_outside_harness())
     warn_unattributed(report)
     if report.verdict == "fail":
-        raise AssertionError(failure_text(report, options, rerun=rerun_commands(options)))
+        raise check_failed(failure_text(report, options, rerun=rerun_commands(options)), failure_summary(report))
     return report
 
 
@@ -201,8 +201,9 @@ _HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def note_warnings(report: CheckReport) -> list[GatherNote]:
-    """Each of the report's notes as a :class:`GatherNote` warning to issue."""
-    return [GatherNote(f"gather-harness: {note}") for note in report.notes]
+    """Each of the report's notes that asks something of the user as a :class:`GatherNote`
+    warning to issue; how the target is called (:attr:`CheckReport.call_notes`) asks nothing."""
+    return [GatherNote(f"gather-harness: {note}") for note in report.notes if note not in report.call_notes]
 
 
 def rerun_commands(options: CheckOptions) -> list[str]:
@@ -338,7 +339,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     dtype = simplest_first(caps.drawable(options.contract.dtypes))[0]
     found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
-    found.notes += [note] if note else []
+    found.advice += [note] if note else []
     return Prepared(missing, found)
 
 
@@ -396,6 +397,19 @@ def failure_text(report: CheckReport, options: CheckOptions, *, rerun: Sequence[
     lines += [f"{'rerun' if k == 0 else '   or'}: {command}" for k, command in enumerate(rerun)]
     lines.append(CASE_NOTATION)
     return "\n".join(lines)
+
+
+def failure_summary(report: CheckReport) -> list[str]:
+    """A failure in a few lines (:class:`~harness.errors.CheckFailed`): the verdict, then per
+    finding its property, its minimal case and its repro."""
+    findings = report.findings + report.misuse_findings
+    lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "
+             f"(seed {report.seed or 0})"]
+    for finding in findings:
+        script = finding.minimal_repro or finding.repro or ""
+        lines += [f"  {finding.property} ({finding.kind}): {finding.case.describe()}",
+                  *([f"    repro: python {shown_path(script)}"] if script else [])]
+    return lines
 
 
 #: Where a failure's reader learns to read its case line.

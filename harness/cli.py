@@ -221,7 +221,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
         f"({budget}), seed {options.seed}, timeout {options.timeout:g} s per case",
         f"  called as {prepared.probe.convention.describe()}",
     ]
-    lines += [f"  note: {note}" for note in prepared.probe.notes]
+    lines += [f"  note: {note}" for note in [*prepared.probe.notes, *prepared.probe.advice]]
     if not_drawn:
         them = "it" if len(not_drawn) == 1 else "them"
         lines.append(f"  not drawn: {', '.join(not_drawn)} ({contract.backends[0]} cannot all_gather {them})")
@@ -241,7 +241,7 @@ def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared
         names = [f.property for f in result.findings + result.misuse_findings]
         lines = [f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} violated ({', '.join(names)}) "
                  f"in {counts}"]
-    lines += [f"note: {note}" for note in result.notes if note not in prepared.probe.notes]
+    lines += [f"note: {note}" for note in result.notes if note not in [*prepared.probe.notes, *prepared.probe.advice]]
     lines += [f"leak: {leak}" for leak in result.leaks]
     lines += [f"warning: {warning}" for warning in result.warnings()]
     lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.findings]

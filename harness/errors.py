@@ -37,6 +37,24 @@ class Misfit(TypeError):
     """The target cannot be called, or its result read, by any supported convention."""
 
 
+#: The attribute of a failed check's ``AssertionError`` holding its summary (:func:`check_failed`).
+SUMMARY_ATTRIBUTE = "gather_summary"
+
+
+def check_failed(text: str, summary: list[str]) -> AssertionError:
+    """The error a failed check raises: the whole failure as an ``AssertionError`` (pytest shows it
+    as one, in few columns: a class of ours would read ``harness.errors...`` before the verdict),
+    carrying the few lines a CI log's end-of-run section shows of it (:func:`failure_summary`)."""
+    error = AssertionError(text)
+    setattr(error, SUMMARY_ATTRIBUTE, summary)
+    return error
+
+
+def failure_summary(error: BaseException) -> list[str] | None:
+    """The summary lines of an error :func:`check_failed` made; ``None`` for any other error."""
+    return getattr(error, SUMMARY_ATTRIBUTE, None)
+
+
 class PoolError(RuntimeError):
     """The harness could not start ranks or run its own helpers on them: never a fault of the
     code under test.  The message says what failed and what to try; the CLI exits 3 with it."""

@@ -17,9 +17,11 @@ lines, no torch import.  Two ways in:
 
 A failure reads like any test failure: the verdict on the first line (pytest's short summary
 shows it: what broke, where, and the short repro to run), then the counterexample, both repro
-scripts, the seed and the commands that rerun it; no harness source.  Notes (a differentiable
-target checked with grad none, an in-place write into the input) are warnings in pytest's
-warnings summary.  Both run under ``pytest -n auto``.
+scripts, the seed and the commands that rerun it; no harness source; and the run ends with a
+section listing each failed check's verdict, case and repro folded to the terminal's width
+(pytest cuts its one-line summary).  Notes that ask something (a differentiable target checked
+with grad none, an in-place write into the input) are warnings in pytest's warnings summary;
+how the target is called is said under ``-v``.  Both run under ``pytest -n auto``.
 
 Options: ``check``'s, spelled ``--gather-*``, generated from the same table
 (:mod:`harness.options`) with the same types, defaults and help:
@@ -56,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness import files, profiles, targets
-from harness.errors import UsageError
+from harness.errors import UsageError, check_failed, failure_summary
 from harness.options import OPTIONS, add_to_pytest, option_value
 
 if TYPE_CHECKING:
@@ -110,14 +112,52 @@ def _our_profile(config: pytest.Config) -> str | None:
     return chosen if chosen in profiles.WORLD_SIZES else None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                          pytest.TestReport]:
+    """A failed check's few summary lines ride on its report (under xdist too) for the end-of-run section."""
+    report = yield
+    summary = failure_summary(call.excinfo.value) if call.excinfo is not None else None
+    if summary is not None:
+        report.user_properties.append(("gather_failure", summary))
+    return report
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """After the run: what the check's examples covered (also under xdist: it rides on the report)."""
+    """After the run: how each check called its target (``-v``), what its examples covered, and
+    every failed check's verdict, case and repro, wrapped to the terminal (pytest's short summary
+    cuts its one line at the terminal's width: at 80 columns, before the verdict)."""
+    failures = []
     for key in ("passed", "failed"):
         for report in terminalreporter.stats.get(key, []):
-            coverage = dict(getattr(report, "user_properties", [])).get("gather_coverage")
-            if coverage and report.when == "call":
+            properties = dict(getattr(report, "user_properties", []))
+            if report.when != "call":
+                continue
+            if properties.get("gather_call_notes") and config.get_verbosity() > 0:
+                terminalreporter.write_sep("-", f"gather-harness: how {report.nodeid} called its target")
+                for note in properties["gather_call_notes"]:
+                    _write_wrapped(terminalreporter, f"note: {note}")
+            if properties.get("gather_coverage"):
                 terminalreporter.write_sep("-", "gather-harness coverage")
-                terminalreporter.write_line(str(coverage))
+                terminalreporter.write_line(str(properties["gather_coverage"]))
+            if properties.get("gather_failure"):
+                failures.append((report.nodeid, properties["gather_failure"]))
+    if failures:
+        terminalreporter.write_sep("=", "gather-harness: failed checks")
+        for nodeid, lines in failures:
+            _write_wrapped(terminalreporter, f"FAILED {nodeid}")
+            for line in lines:
+                _write_wrapped(terminalreporter, line)
+
+
+def _write_wrapped(terminalreporter: pytest.TerminalReporter, line: str) -> None:
+    """``line`` folded to the terminal's width, its continuation indented under its first word."""
+    import textwrap
+
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    width = max(40, getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 80))  # pytest's own: COLUMNS
+    for part in textwrap.wrap(line, width=width - 1, subsequent_indent=indent, break_on_hyphens=False) or [""]:
+        terminalreporter.write_line(part)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -130,7 +170,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
     return [f"gather-harness: checking {shown_target(options.target)}",
             f"  contract {contract.describe()}; backend {contract.backends[0]}/{contract.devices[0]}; "
-            f"world sizes {low}-{high}; hypothesis profile {options.profile}"]
+            f"world sizes {low}-{high}; hypothesis profile {options.profile}; seed {options.seed or 0} "
+            f"(fixed: --gather-seed N for another)"]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -157,13 +198,11 @@ def gather_check(request: pytest.FixtureRequest) -> Callable[..., CheckReport]:
 
     def check(gather: Any, **keywords: Any) -> CheckReport:
         __tracebackhide__ = True
-        return api.check_gather(gather, **{**{k: v for k, v in session.items() if v is not None}, **keywords})
+        report = api.check_gather(gather, **{**{k: v for k, v in session.items() if v is not None}, **keywords})
+        request.node.user_properties.append(("gather_call_notes", list(report.call_notes)))
+        return report
 
     return check
-
-
-class GatherCheckFailed(AssertionError):
-    """The target broke its contract; the message is the failure text (verdict first)."""
 
 
 class GatherCheckItem(pytest.Item):
@@ -178,7 +217,8 @@ class GatherCheckItem(pytest.Item):
         report = api.execute(options, pool, api.prepare(options, pool))
         api.warn_unattributed(report)
         self.user_properties += [("gather_verdict", report.verdict), ("gather_examples", report.examples),
-                                 ("gather_coverage", report.coverage.summary())]
+                                 ("gather_coverage", report.coverage.summary()),
+                                 ("gather_call_notes", list(report.call_notes))]
         html = self.config.getoption("gather_html")
         if html:
             from harness import coverage_page
@@ -190,7 +230,8 @@ class GatherCheckItem(pytest.Item):
             warnings.warn_explicit(note, api.GatherNote, source, 1)
         if report.verdict == "fail":
             rerun = [shlex.join(["pytest", *self.config.invocation_params.args]), api.check_command(options)]
-            raise GatherCheckFailed(api.failure_text(report, options, rerun=rerun, how_to_show="--gather-full-stacks"))
+            raise check_failed(api.failure_text(report, options, rerun=rerun, how_to_show="--gather-full-stacks"),
+                               api.failure_summary(report))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
@@ -201,7 +242,7 @@ class GatherCheckItem(pytest.Item):
         """
         from harness.errors import Misfit, PoolError, TargetError
 
-        if isinstance(excinfo.value, (GatherCheckFailed, UsageError, TargetError, Misfit)):
+        if failure_summary(excinfo.value) is not None or isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
             return str(excinfo.value)
         if isinstance(excinfo.value, PoolError):  # the harness could not run: no verdict on the target
             return f"harness error: {excinfo.value}"

@@ -22,7 +22,7 @@ without it) at each world size: both calls are made in the search, so both must 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from harness import rank_calls
 from harness.case import Case, RankSpec
@@ -66,8 +66,12 @@ class Probe:
 
     contract: Contract
     convention: Convention
+    #: How the target is called (an optional group, a dim by position, a narrowed contract).
     notes: list[str]
     failed: Outcome | None = None
+    #: What the user may want to change, learnt around the probe (a differentiable target checked
+    #: without gradients): unlike :attr:`notes`, pytest issues these as warnings.
+    advice: list[str] = field(default_factory=list)
 
 
 def plan(pool: RankSets, target: str, contract: Contract) -> Call:

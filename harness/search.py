@@ -143,6 +143,10 @@ class CheckReport:
     seed: int | None = None
     convention: probe.Convention | None = None
     notes: list[str] = field(default_factory=list)
+    #: The notes that say how the target is called (the probe's: an optional group, a dim taken
+    #: by position): in :attr:`notes` too, but they ask nothing of anyone, so pytest shows them
+    #: under ``-v`` only, never as warnings.
+    call_notes: tuple[str, ...] = ()
     coverage: Coverage = field(default_factory=Coverage)
     #: What the target left behind on its ranks (threads, open files), one line per kind.
     leaks: list[str] = field(default_factory=list)
@@ -245,7 +249,8 @@ def run_check(
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
                                  timeout=search.timeout)
     contract = probed.contract
-    report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention, notes=probed.notes,
+    report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention,
+                         notes=[*probed.notes, *probed.advice], call_notes=tuple(probed.notes),
                          coverage=Coverage.for_contract(contract, dtypes))
     active = profiles.keyed(profiles.for_the_pool(search.base_settings or settings()),
                             f"{target}|{contract.describe()}".encode())

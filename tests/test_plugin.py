@@ -178,3 +178,33 @@ def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester
     ])
     assert "def check_gather" not in out and "harness/api.py" not in out and "__tracebackhide__" not in out
     assert "--world-sizes 1-2 --max-examples 5 --seed 0" in out  # test_by_hand gave its own budget, no seed
+
+
+def test_at_80_columns_a_failed_checks_verdict_case_and_repro_are_in_the_log(gathers: pytest.Pytester,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest cuts its one-line summary at the terminal's width: at 80 columns the nodeid took it
+    all.  The section at the end folds each failed check's verdict, case and repro to the width;
+    how the target was called (an optional group) is said under ``-v``, never as a warning."""
+    gathers.makepyfile(test_gathers=TWO_GATHERS)
+    monkeypatch.setenv("COLUMNS", "80")
+    result = gathers.runpytest_subprocess("test_gathers.py", "--gather-max-examples", "8", "--gather-seed", "3")
+    result.assert_outcomes(passed=1, failed=2, warnings=2)
+    lines = result.stdout.lines
+    section = lines[next(n for n, line in enumerate(lines) if "gather-harness: failed checks" in line):]
+    assert all(len(line) <= 80 for line in section), [line for line in section if len(line) > 80]
+    text = "\n".join(section)
+    for wanted in ("FAILED test_gathers.py::test_gather[gathers.py:upcast-contract1]", "gathers.py:upcast: dtype (seed 3)",
+                   "dtype (mismatch): W=1 gloo/cpu float64 dim=0", "repro: python", "FAILED test_gathers.py::test_by_hand"):
+        assert wanted in text, text
+
+
+def test_how_a_target_is_called_is_said_under_v_not_as_a_warning(gathers: pytest.Pytester) -> None:
+    """Our gather's group is optional: every run said so in 4 GatherNote warnings, which ask for nothing."""
+    gathers.makepyfile(test_ours="def test_ours(gather_check):\n"
+                                 "    gather_check('harness.ragged:all_gather_ragged', grad='sum', world_sizes=(1, 2))\n")
+    quiet = gathers.runpytest_subprocess("test_ours.py", "--gather-max-examples", "5")
+    quiet.assert_outcomes(passed=1)
+    assert "is optional" not in quiet.stdout.str() and "GatherNote" not in quiet.stdout.str()
+    verbose = gathers.runpytest_subprocess("test_ours.py", "-v", "--gather-max-examples", "5")
+    verbose.stdout.fnmatch_lines(["*gather-harness: how test_ours.py::test_ours called its target*",
+                                  "note: the group of all_gather_ragged is optional*"])
