@@ -28,7 +28,7 @@ from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
-from harness.conventions import ROLE_NAMES, Call
+from harness.conventions import ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
 from harness.pool import RankSets
@@ -210,7 +210,8 @@ def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Con
 def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
     """A ragged reduce-scatter or all-to-all cannot be right without its split sizes: a target
     that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2)."""
-    missing = [role for role in contract.kind.roles if role not in (*call.roles, call.split_input)]
+    told = (*call.roles, call.split_input) + (("output_split_sizes",) if "output_list" in call.roles else ())
+    missing = [role for role in contract.kind.roles if role in SPLIT_ROLES and role not in told]
     if contract.ragged and missing:
         raise Misfit(f"target {target!r}: {call.signature} takes no {' or '.join(missing)} parameter (named "
                      f"{'; '.join(', '.join(ROLE_NAMES[role]) for role in missing)}), so a ragged {contract.collective} "
