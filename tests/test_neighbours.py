@@ -228,6 +228,12 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     ("a2a_reversed_sources", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all"), "values"),
     ("a2a_lists_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all", output="list"),
      "values"),
+    ("SeqAllToAllLocalGrad", Case(ranks=(RankSpec((2,), splits=(1, 1)),) * 2, grad="adjoint", collective="all-to-all"),
+     "gradients"),  # the group passed first
+    ("alltoallv_own_flipped", Case(ranks=(RankSpec((2,), splits=(2,)),), collective="all-to-all", output="list"),
+     "values"),  # the output list allocated, filled and read
+    ("a2a_with_handle_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all",
+                                      output="first"), "values"),
 ])
 def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop: str, tmp_path: Path) -> None:
     """The faithful repro (the harness's own procedure and checks, embedded) and the minimal one
