@@ -20,8 +20,9 @@ authors' callers make, without glue from the user:
   named like a group, a rank, a world size or (all-to-all) an output list are passed by
   position first (:attr:`Call.leading`: ``SeqAllToAll4D.apply(group, x, ...)``, DGL's
   ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``); the output list
-  is allocated, one empty piece per member, and read when the target returns None.  An ``autograd.Function`` subclass is called through ``.apply`` (arguments by
-  position, in ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
+  is allocated, one empty piece per member, and read when the target returns None.  An
+  ``autograd.Function`` subclass is called through ``.apply`` (arguments by position, in
+  ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
 - **an optional group** (a group parameter with a default, no ``--groups``) is exercised
   both ways callers write it: each case says which (``Case.world_group``), so a replay, a
   shrinking step and a repro script make the same call, and :meth:`Call.forms` lists every
@@ -427,14 +428,14 @@ class _Planner:
                  else "binds none of its parameters to the case's dim")
         default = ("" if parameter.default is inspect.Parameter.empty
                    else f", left at its default {parameter.default!r},")
-        other = "" if self._kind() != "gather" else (f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective "
-                                      f"(a neighbour binds {', '.join(_NEIGHBOUR_DIM_NAMES)} too)")
+        other = "" if self._kind() != "gather" else (
+            f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective (a neighbour binds "
+            f"{', '.join(_NEIGHBOUR_DIM_NAMES)} too)")
         wrapper = f"def f({first.name}, dim): return {self.name}({first.name}, dim, {parameter.name}=dim)"
         raise Misfit(f"{self.written}: {parameter.name!r} names a dim the harness cannot supply (it {binds}): "
                      f"{parameter.name}{default} would make another call than the one checked, so it is not "
                      f"judged{other}; if one value is right for every case, give it with --kwarg "
-                     f"{parameter.name}=LITERAL, or wrap the target, "
-                     f"e.g. {wrapper}")
+                     f"{parameter.name}=LITERAL, or wrap the target, e.g. {wrapper}")
 
     def _arrange(self, rest: list[inspect.Parameter], bound: list[inspect.Parameter],
                  roles: dict[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -510,6 +511,8 @@ def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
     messages: ``a dim (dim, gather_dim, ...), a group (...), ... and the world size (...)``."""
     parts = [f"{_ROLE_WHAT[role]} ({', '.join(taken_by)})" for role, taken_by in names.items()]
     return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 #: Where the value of a role comes from, for messages.
 _ROLE_SOURCE = {
     "dim": "the gather dim of each case; --dims 0 checks dim 0 only",

@@ -31,9 +31,9 @@ from harness.procedure import RunRequest
 from harness.search import CheckReport
 
 DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no gradient: add {which}"
-#: The gradient contracts the note offers, by collective: a gather's three, a neighbour's adjoint.
-_OFFERED = {"gather": "--grad sum (or local, mean; grad=\"sum\" from Python)"}
-_ADJOINT = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
+#: The gradient contracts the note offers: a gather's three, a reduce-scatter's or an all-to-all's adjoint.
+OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
+OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
 
 
 def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout: float) -> str:
@@ -45,7 +45,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     contract, convention = probed.contract, probed.convention
     if contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES:
         return ""
-    which = _OFFERED.get(contract.collective, _ADJOINT)
+    which = OFFERED_GATHER if contract.collective == "gather" else OFFERED_NEIGHBOUR
     if convention.call.apply:
         return DIFFERENTIABLE.format(why="an autograd.Function", which=which)
     case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output,

@@ -354,3 +354,19 @@ def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unc
                        max_examples=20, timeout=TIMEOUT_S, pool=pool)
     assert "inputs-untouched" in {finding.property for finding in report.findings}
     assert IN_PLACE_NOTE not in report.notes
+
+
+def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adjoint(pool) -> None:
+    """Not a gather's sum, local or mean: a reduce-scatter's or an all-to-all's gradient contract is the adjoint."""
+    import warnings
+
+    from harness.api import GatherNote, check_gather
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_gather("tests.planted_neighbours:SeqAllToAll", collective="all-to-all", ragged=False, world_sizes=(1, 2),
+                     dtypes=("float32",), max_examples=5)
+    notes = [str(w.message) for w in seen if w.category is GatherNote]
+    assert any("differentiable (an autograd.Function) but --grad none checks no gradient: add --grad adjoint" in note
+               for note in notes), notes
+    assert not any("--grad sum" in note for note in notes), notes
