@@ -160,6 +160,12 @@ class Call:
         return "dim" in self.roles
 
     @property
+    def dim_parameters(self) -> tuple[str, ...]:
+        """The parameters given the case's dim: two or more where the target names a scatter and a
+        gather dim (``scatter_dim``/``gather_dim``), each given the same one."""
+        return tuple(parameter for parameter, role in self.leading + self.positional + self.keywords if role == "dim")
+
+    @property
     def takes_group(self) -> bool:
         return "group" in self.roles
 

@@ -142,6 +142,8 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
             if outcome.fault or outcome.errors:
                 if call.inferred:
                     raise Misfit(_inferred_failure(target, call, outcome))
+                if len(call.dim_parameters) > 1:
+                    raise Misfit(_same_dims_failure(target, call, outcome))
                 return Probe(contract, Convention(call, output, not declared, tuple(made)), notes, failed=outcome)
             readings[passes] = _reading(outcome, world, target)
             ran.append(outcome)
@@ -247,6 +249,20 @@ def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
     return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
             f"{inferred} was inferred ({call.signature} names no such parameter), so this is not a finding: wrap it in "
             f"a function that names its arguments, e.g. def gather(x, dim): return {call.name}(x, dim)")
+
+
+def _same_dims_failure(target: str, call: Call, outcome: Outcome) -> str:
+    """The probe's call failed with the same dim given to each of the target's dim parameters: it may
+    need them different (a re-layout: scatter one dim, gather another), so this is not a finding."""
+    case = outcome.case
+    errors = outcome.errors
+    what = f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors else f"it ended in a {outcome.fault}"
+    dims = " and ".join(repr(name) for name in call.dim_parameters)
+    return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
+            f"{dims} each got the case's dim (the one-dim {case.collective}), and a target that needs them different "
+            f"(a re-layout: scatter one dim, gather the pieces along another) is not checked yet, so this is not a "
+            f"finding: check it through a wrapper that gives the dims it takes, e.g. def f(x, dim): return "
+            f"{call.name}(x, ...)")
 
 
 def _agreed(readings: dict[bool, str], call: Call, target: str) -> str:

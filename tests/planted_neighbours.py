@@ -129,7 +129,7 @@ def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[
 
 
 __all__ = ["SeqAllToAll", "SeqAllToAllLocalGrad", "a2a_dtype_hole", "a2a_forward_grad", "a2a_half_bound",
-           "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources", "a2a_transposed_splits", "a2a_two_dims",
+           "a2a_lists", "a2a_lists_reversed", "a2a_relayout_only", "a2a_reversed_sources", "a2a_transposed_splits", "a2a_two_dims",
            "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped", "rs_dtype_hole", "rs_equal_only", "rs_list",
            "rs_in_place", "rs_list_own_piece", "rs_local_grad", "rs_with_handle", "rs_wrong_slot"]
 
@@ -241,3 +241,10 @@ def alltoallv_own_flipped(rank: int, world_size: int, output_tensor_list: list[t
     """``alltoallv`` that keeps its own rows in reverse order (right where it keeps at most one)."""
     alltoallv(rank, world_size, output_tensor_list, input_tensor_list)
     output_tensor_list[rank] = output_tensor_list[rank].flip(0)
+
+
+def a2a_relayout_only(input: torch.Tensor, scatter_idx: int = 2, gather_idx: int = 1, group: Any = None) -> torch.Tensor:
+    """Correct where it is defined: as yunchang's ``all_to_all_4D``, 4-D input and the dims (2, 1) or (1, 2) only."""
+    if input.dim() != 4 or {scatter_idx, gather_idx} != {1, 2}:
+        raise RuntimeError("input must be 4D, and scatter_idx and gather_idx must be 1 and 2 or 2 and 1")
+    return _seq_all_to_all(input, scatter_idx, gather_idx, group)

@@ -347,6 +347,16 @@ def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.Capture
     assert status == 2 and err.count("\n") == 1 and "'seq_dim' names a dim the harness cannot supply" in err, err
 
 
+def test_a_re_layout_that_needs_two_different_dims_exits_2_not_a_finding(pool) -> None:
+    """Both dims bound to the same one is the one-dim all-to-all; a target raising on that probe call
+    may need them different (yunchang's 4-D (2, 1)/(1, 2) only): exit 2 naming them, never a finding."""
+    from harness.probe import probe
+
+    with pytest.raises(Misfit, match=r"'scatter_idx' and 'gather_idx' each got the case's dim .* not a finding"):
+        probe(pool, "tests.planted_neighbours:a2a_relayout_only", Contract(**A2A, ragged=False), "float32",
+              timeout=TIMEOUT_S)
+
+
 def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unchanged_note(pool) -> None:
     from harness.checks import IN_PLACE_NOTE
 
