@@ -3,7 +3,10 @@
 Each is :mod:`harness.ragged`'s correct implementation with one mistake, so that the bug is
 all that differs (``tests/test_neighbours.py`` finds each and checks the minimal case).  The
 list forms (x taken as ``input_list``, an all-to-all's rows returned per source) come as a
-correct pair (``rs_list``, ``a2a_lists``) and their planted twins.
+correct pair (``rs_list``, ``a2a_lists``) and their planted twins.  The forms as published
+code writes them come last: ``(output, handle)`` results, the group first (DeepSpeed-Ulysses'
+``_SeqAllToAll``), two dims (ColossalAI's ``all_to_all_comm``), an output list the caller
+passes (DGL's ``alltoallv``), each correct one with a planted twin or a refusal.
 """
 
 from __future__ import annotations
@@ -129,9 +132,10 @@ def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[
 
 
 __all__ = ["SeqAllToAll", "SeqAllToAllLocalGrad", "a2a_dtype_hole", "a2a_forward_grad", "a2a_half_bound",
-           "a2a_lists", "a2a_lists_reversed", "a2a_relayout_only", "a2a_reversed_sources", "a2a_transposed_splits", "a2a_two_dims",
-           "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped", "rs_dtype_hole", "rs_equal_only", "rs_list",
-           "rs_in_place", "rs_list_own_piece", "rs_local_grad", "rs_with_handle", "rs_wrong_slot"]
+           "a2a_lists", "a2a_lists_reversed", "a2a_relayout_only", "a2a_reversed_sources", "a2a_transposed_splits",
+           "a2a_two_dims", "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped",
+           "rs_dtype_hole", "rs_equal_only", "rs_in_place", "rs_list", "rs_list_own_piece", "rs_local_grad",
+           "rs_with_handle", "rs_wrong_slot"]
 
 
 def rs_equal_only(x: torch.Tensor, dim: int, group: Any = None) -> torch.Tensor:
