@@ -278,7 +278,8 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True,
                         list_role=list_role).plan(needs_group)
     if not callable(target):
-        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
+        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable "
+                     + ("collective" if roles else "gather"))
     module = isinstance(target, torch.nn.Module)
     name = getattr(target, "__name__", None) or name or type(target).__name__
     try:

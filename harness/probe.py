@@ -241,28 +241,28 @@ def _call_notes(call: Call, both: bool, groups: bool, chosen: bool) -> list[str]
 
 def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
     """The probe's call failed, and it carried an argument the harness inferred: not a finding."""
-    case = outcome.case
     inferred = " and ".join(call.inferred)
-    errors = outcome.errors
-    what = (f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors
-            else f"it ended in a {outcome.fault}")
-    return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
-            f"{inferred} was inferred ({call.signature} names no such parameter), so this is not a finding: wrap it in "
-            f"a function that names its arguments, e.g. def gather(x, dim): return {call.name}(x, dim)")
+    wrapper = "gather" if outcome.case.collective == "gather" else "f"
+    return (f"{_failed_call(target, call, outcome)}; {inferred} was inferred ({call.signature} names no such "
+            f"parameter), so this is not a finding: wrap it in a function that names its arguments, e.g. "
+            f"def {wrapper}(x, dim): return {call.name}(x, dim)")
 
 
 def _same_dims_failure(target: str, call: Call, outcome: Outcome) -> str:
     """The probe's call failed with the same dim given to each of the target's dim parameters: it may
     need them different (a re-layout: scatter one dim, gather another), so this is not a finding."""
-    case = outcome.case
-    errors = outcome.errors
-    what = f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors else f"it ended in a {outcome.fault}"
     dims = " and ".join(repr(name) for name in call.dim_parameters)
-    return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
-            f"{dims} each got the case's dim (the one-dim {case.collective}), and a target that needs them different "
-            f"(a re-layout: scatter one dim, gather the pieces along another) is not checked yet, so this is not a "
-            f"finding: check it through a wrapper that gives the dims it takes, e.g. def f(x, dim): return "
-            f"{call.name}(x, ...)")
+    return (f"{_failed_call(target, call, outcome)}; {dims} each got the case's dim (the one-dim "
+            f"{outcome.case.collective}), and a target that needs them different (a re-layout: scatter one dim, "
+            f"gather the pieces along another) is not checked yet, so this is not a finding: check it through a "
+            f"wrapper that gives the dims it takes, e.g. def f(x, dim): return {call.name}(x, ...)")
+
+
+def _failed_call(target: str, call: Call, outcome: Outcome) -> str:
+    """The probe's failed call, in a few words: as made, on which case, the first rank's exception or the fault."""
+    case, errors = outcome.case, outcome.errors
+    what = f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors else f"it ended in a {outcome.fault}"
+    return f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}"
 
 
 def _agreed(readings: dict[bool, str], call: Call, target: str) -> str:
