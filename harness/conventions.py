@@ -13,10 +13,10 @@ authors' callers make, without glue from the user:
   passed); fixed arguments (``--kwarg NAME=LITERAL``) go to the parameters they name.  Every
   other parameter keeps its default; a required one the harness cannot supply is a
   :class:`Misfit` naming it, the signature, and the option (or wrapper) that would supply
-  it.  **Both dims or none**: every parameter named like the dim gets it (a one-dim all-to-all
-  scatters and gathers along it), and one named like a dim that the collective does not bind
-  (``seq_dim``, a gather's ``scatter_dim``) is a :class:`Misfit` unless ``--kwarg`` fixes it:
-  left at its default, the call would differ from the one checked.  Parameters before x
+  it.  **Both dims or none**: a second parameter named like a dim (``gather_dim`` beside
+  ``scatter_dim``: a re-layout; a ``seq_dim``; a gather's ``scatter_dim``) is a :class:`Misfit`
+  naming it unless ``--kwarg`` fixes it: left at its default, or given the same dim, the call
+  would differ from the ones its callers make and from the one checked.  Parameters before x
   named like a group, a rank, a world size or (all-to-all) an output list are passed by
   position first (:attr:`Call.leading`: ``SeqAllToAll4D.apply(group, x, ...)``, DGL's
   ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``); the output list
@@ -159,11 +159,6 @@ class Call:
     def takes_dim(self) -> bool:
         return "dim" in self.roles
 
-    @property
-    def dim_parameters(self) -> tuple[str, ...]:
-        """The parameters given the case's dim: two or more where the target names a scatter and a
-        gather dim (``scatter_dim``/``gather_dim``), each given the same one."""
-        return tuple(parameter for parameter, role in self.leading + self.positional + self.keywords if role == "dim")
 
     @property
     def takes_group(self) -> bool:
@@ -387,8 +382,8 @@ class _Planner:
         """Parameter name -> role: the first parameter named like each role, then the fixed ones."""
         roles: dict[str, str] = {}
         for role, taken_by in self.names.items():
-            takers = [p for p in rest if p.name in taken_by]
-            for taker in takers if role == "dim" else takers[:1]:  # every dim: a one-dim collective's, each of them
+            taker = next((p for p in rest if p.name in taken_by), None)
+            if taker is not None:
                 roles[taker.name] = role
         names = {p.name for p in rest}
         for key, _ in self.kwargs:
@@ -422,19 +417,27 @@ class _Planner:
         return "collective" if "scatter_dim" in self.names["dim"] else "gather"
 
     def _check_dims(self, first: inspect.Parameter, rest: list[inspect.Parameter], roles: dict[str, str]) -> None:
-        """Both or none: a parameter named like a dim that this collective does not bind (a
-        gather's ``scatter_dim``, a ``seq_dim``) is :class:`Misfit` naming it, unless ``--kwarg``
-        fixes it: left at its default, it would make another call than the one checked, and a
-        finding must never come from an argument the harness does not understand."""
+        """Both or none: a second parameter named like a dim (``gather_dim`` beside ``scatter_dim``, a
+        ``seq_dim``, a gather's ``scatter_dim``) is :class:`Misfit` naming it, unless ``--kwarg`` fixes
+        it.  Left at its default, it would make another call than the one checked; given the same dim
+        as the first, a re-layout (scatter one dim, gather the pieces along another) is called as its
+        callers never call it (ColossalAI's ``all_to_all_comm`` then interleaves the pieces): a finding
+        must never come from an argument the harness does not understand."""
         unbound = [p for p in rest if p.name not in roles and _DIM_LIKE.match(p.name)]
         if not unbound:
             return
         parameter = unbound[0]
-        bound = [name for name, role in roles.items() if role == "dim"]
-        binds = (f"binds the case's dim to {' and '.join(repr(name) for name in bound)}" if bound
-                 else "binds none of its parameters to the case's dim")
+        bound = next((name for name, role in roles.items() if role == "dim"), "")
         default = ("" if parameter.default is inspect.Parameter.empty
                    else f", left at its default {parameter.default!r},")
+        if bound and parameter.name in self.names["dim"]:  # two dims the harness knows: a re-layout
+            raise Misfit(f"{self.written} takes two dims, {bound!r} and {parameter.name!r}: a re-layout (scatter one "
+                         f"dim, gather the pieces along another), and the one-dim {self._kind()} checked here has one, "
+                         f"so {parameter.name!r} cannot be supplied: left at its default or given the same dim as "
+                         f"{bound!r}, it would make a call its callers never make, and a mismatch would be no finding; "
+                         f"check it through an adapter that takes one dim and gives {self.name} the two it expects "
+                         f"(moving the dims of x to them and back)")
+        binds = f"binds the case's dim to {bound!r}" if bound else "binds none of its parameters to the case's dim"
         other = "" if self._kind() != "gather" else (
             f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective (a neighbour binds "
             f"{', '.join(_NEIGHBOUR_DIM_NAMES)} too)")

@@ -142,8 +142,6 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
             if outcome.fault or outcome.errors:
                 if call.inferred:
                     raise Misfit(_inferred_failure(target, call, outcome))
-                if len(call.dim_parameters) > 1:
-                    raise Misfit(_same_dims_failure(target, call, outcome))
                 return Probe(contract, Convention(call, output, not declared, tuple(made)), notes, failed=outcome)
             readings[passes] = _reading(outcome, world, target)
             ran.append(outcome)
@@ -246,16 +244,6 @@ def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
     return (f"{_failed_call(target, call, outcome)}; {inferred} was inferred ({call.signature} names no such "
             f"parameter), so this is not a finding: wrap it in a function that names its arguments, e.g. "
             f"def {wrapper}(x, dim): return {call.name}(x, dim)")
-
-
-def _same_dims_failure(target: str, call: Call, outcome: Outcome) -> str:
-    """The probe's call failed with the same dim given to each of the target's dim parameters: it may
-    need them different (a re-layout: scatter one dim, gather another), so this is not a finding."""
-    dims = " and ".join(repr(name) for name in call.dim_parameters)
-    return (f"{_failed_call(target, call, outcome)}; {dims} each got the case's dim (the one-dim "
-            f"{outcome.case.collective}), and a target that needs them different (a re-layout: scatter one dim, "
-            f"gather the pieces along another) is not checked yet, so this is not a finding: check it through a "
-            f"wrapper that gives the dims it takes, e.g. def f(x, dim): return {call.name}(x, ...)")
 
 
 def _failed_call(target: str, call: Call, outcome: Outcome) -> str:

@@ -6,7 +6,7 @@ list forms (x taken as ``input_list``, an all-to-all's rows returned per source)
 correct pair (``rs_list``, ``a2a_lists``) and their planted twins.  The forms as published
 code writes them come last: ``(output, handle)`` results, the group first (DeepSpeed-Ulysses'
 ``_SeqAllToAll``), two dims (ColossalAI's ``all_to_all_comm``), an output list the caller
-passes (DGL's ``alltoallv``), each correct one with a planted twin or a refusal.
+passes (DGL's ``alltoallv``), each correct one with a planted twin, or the refusal of a re-layout.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[
     return list(reversed(a2a_lists(input_list, output_split_sizes, dim, group)))
 
 
-__all__ = ["SeqAllToAll", "SeqAllToAllLocalGrad", "a2a_dtype_hole", "a2a_forward_grad", "a2a_half_bound",
-           "a2a_lists", "a2a_lists_reversed", "a2a_relayout_only", "a2a_reversed_sources", "a2a_transposed_splits",
+__all__ = ["AllToAllGroupFirst", "AllToAllGroupFirstLocalGrad", "SeqAllToAll", "a2a_dtype_hole", "a2a_forward_grad",
+           "a2a_half_bound", "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources", "a2a_transposed_splits",
            "a2a_two_dims", "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped",
            "rs_dtype_hole", "rs_equal_only", "rs_in_place", "rs_list", "rs_list_own_piece", "rs_local_grad",
            "rs_with_handle", "rs_wrong_slot"]
@@ -187,7 +187,8 @@ def _seq_all_to_all(x: torch.Tensor, scatter_idx: int, gather_idx: int, group: A
 
 class SeqAllToAll(torch.autograd.Function):
     """Correct, as DeepSpeed-Ulysses' ``_SeqAllToAll`` is written: the group first, then the
-    input, ``scatter_idx`` and ``gather_idx``; the backward is the reverse re-layout."""
+    input, ``scatter_idx`` and ``gather_idx``; the backward is the reverse re-layout.  A
+    re-layout of two dims: refused (exit 2) naming ``gather_idx``."""
 
     @staticmethod
     def forward(ctx: Any, group: Any, input: torch.Tensor, scatter_idx: int, gather_idx: int) -> torch.Tensor:
@@ -199,21 +200,34 @@ class SeqAllToAll(torch.autograd.Function):
         return None, SeqAllToAll.apply(ctx.group, grad, ctx.gather_idx, ctx.scatter_idx), None, None
 
 
-class SeqAllToAllLocalGrad(torch.autograd.Function):
-    """``SeqAllToAll`` whose backward returns the cotangent as it came: no exchange back (right at W=1)."""
+class AllToAllGroupFirst(torch.autograd.Function):
+    """Correct, the group first as the Ulysses functions take it, one dim: ``apply(group, input, dim)``."""
 
     @staticmethod
-    def forward(ctx: Any, group: Any, input: torch.Tensor, scatter_idx: int, gather_idx: int) -> torch.Tensor:
-        return _seq_all_to_all(input, scatter_idx, gather_idx, group)
+    def forward(ctx: Any, group: Any, input: torch.Tensor, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        return _seq_all_to_all(input, dim, dim, group)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None, None]:
-        return None, grad, None, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None]:
+        return None, AllToAllGroupFirst.apply(ctx.group, grad, ctx.dim), None
+
+
+class AllToAllGroupFirstLocalGrad(torch.autograd.Function):
+    """``AllToAllGroupFirst`` whose backward returns the cotangent as it came: no exchange back (right at W=1)."""
+
+    @staticmethod
+    def forward(ctx: Any, group: Any, input: torch.Tensor, dim: int) -> torch.Tensor:
+        return _seq_all_to_all(input, dim, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None]:
+        return None, grad, None
 
 
 def a2a_two_dims(input_: torch.Tensor, process_group: Any = None, scatter_dim: int = 2,
                  gather_dim: int = 1) -> torch.Tensor:
-    """Correct, ColossalAI's ``all_to_all_comm`` signature: both dims bound, or the call is another one."""
+    """ColossalAI's ``all_to_all_comm`` signature: a re-layout, refused (exit 2) naming ``gather_dim``."""
     return _seq_all_to_all(input_, scatter_dim, gather_dim, process_group)
 
 
@@ -246,9 +260,3 @@ def alltoallv_own_flipped(rank: int, world_size: int, output_tensor_list: list[t
     alltoallv(rank, world_size, output_tensor_list, input_tensor_list)
     output_tensor_list[rank] = output_tensor_list[rank].flip(0)
 
-
-def a2a_relayout_only(input: torch.Tensor, scatter_idx: int = 2, gather_idx: int = 1, group: Any = None) -> torch.Tensor:
-    """Correct where it is defined: as yunchang's ``all_to_all_4D``, 4-D input and the dims (2, 1) or (1, 2) only."""
-    if input.dim() != 4 or {scatter_idx, gather_idx} != {1, 2}:
-        raise RuntimeError("input must be 4D, and scatter_idx and gather_idx must be 1 and 2 or 2 and 1")
-    return _seq_all_to_all(input, scatter_idx, gather_idx, group)

@@ -228,7 +228,8 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     ("a2a_reversed_sources", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all"), "values"),
     ("a2a_lists_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all", output="list"),
      "values"),
-    ("SeqAllToAllLocalGrad", Case(ranks=(RankSpec((2,), splits=(1, 1)),) * 2, grad="adjoint", collective="all-to-all"),
+    ("AllToAllGroupFirstLocalGrad", Case(ranks=(RankSpec((2,), splits=(1, 1)),) * 2, grad="adjoint",
+                                         collective="all-to-all"),
      "gradients"),  # the group passed first
     ("alltoallv_own_flipped", Case(ranks=(RankSpec((2,), splits=(2,)),), collective="all-to-all", output="list"),
      "values"),  # the output list allocated, filled and read
@@ -251,15 +252,18 @@ def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop
 
 
 def test_every_dim_parameter_is_bound_or_the_target_refused() -> None:
-    """Both or none: each parameter named like a dim gets the case's dim (a one-dim all-to-all
-    scatters and gathers along it), and one the collective cannot supply is a Misfit naming it,
-    never a default left in place; ``--kwarg`` fixing it is the user's word, and is kept."""
+    """Both or none: a second parameter named like a dim is a Misfit naming it, never a default left
+    in place nor the first one's dim given again (a re-layout called so is another call than its
+    callers make); ``--kwarg`` fixing it is the user's word, and is kept."""
     def all_to_all_comm(input_, process_group=None, scatter_dim=2, gather_dim=1): ...  # ColossalAI's
     def seq_heads(x, scatter_dim=2, seq_dim=1, group=None): ...
     def gather_with_scatter_dim(x, dim, scatter_dim=0): ...
 
-    call = plan_call(all_to_all_comm, roles=ROLES["all-to-all"])
-    assert call.describe() == "all_to_all_comm(x, process_group=group, scatter_dim=dim, gather_dim=dim)"
+    with pytest.raises(Misfit, match=r"takes two dims, 'scatter_dim' and 'gather_dim': a re-layout .* so 'gather_dim' "
+                                     r"cannot be supplied"):
+        plan_call(all_to_all_comm, roles=ROLES["all-to-all"])
+    fixed = plan_call(all_to_all_comm, roles=ROLES["all-to-all"], kwargs=(("gather_dim", "0"),))
+    assert fixed.describe() == "all_to_all_comm(x, process_group=group, scatter_dim=dim, gather_dim=0)"
     with pytest.raises(Misfit, match=r"'seq_dim' names a dim the harness cannot supply \(it binds the case's dim to "
                                      r"'scatter_dim'\): seq_dim, left at its default 1,"):
         plan_call(seq_heads, roles=ROLES["all-to-all"])
@@ -271,13 +275,13 @@ def test_every_dim_parameter_is_bound_or_the_target_refused() -> None:
 
 def test_a_group_first_is_passed_first() -> None:
     """``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``: the group by position before x."""
-    from tests.planted_neighbours import SeqAllToAll
+    from tests.planted_neighbours import AllToAllGroupFirst
 
-    call = plan_call(SeqAllToAll, roles=ROLES["all-to-all"])
-    assert call.describe() == "SeqAllToAll.apply(group, x, dim, dim)"
+    call = plan_call(AllToAllGroupFirst, roles=ROLES["all-to-all"])
+    assert call.describe() == "AllToAllGroupFirst.apply(group, x, dim)"
     assert call.takes_group and not call.group_optional
     seen = call.invoke(SimpleNamespace(apply=lambda *args: args), torch.arange(4.0), 0, "the group")
-    assert seen[0] == "the group" and seen[1].tolist() == [0.0, 1.0, 2.0, 3.0] and seen[2:] == (0, 0)
+    assert seen[0] == "the group" and seen[1].tolist() == [0.0, 1.0, 2.0, 3.0] and seen[2:] == (0,)
     assert type(call).from_dict(call.to_dict()) == call
 
 
@@ -312,10 +316,8 @@ def test_a_result_of_several_items_is_told_in_order() -> None:
 @pytest.mark.parametrize(("target", "contract", "described"), [
     ("tests.planted_neighbours:a2a_with_handle", {**A2A, "grad": "adjoint", "groups": True}, "first"),
     ("tests.planted_neighbours:rs_with_handle", {**RS, "grad": "adjoint"}, "first"),
-    ("tests.planted_neighbours:SeqAllToAll", {**A2A, "ragged": False, "grad": "adjoint"},
-     "SeqAllToAll.apply(group, x, dim, dim)"),
-    ("tests.planted_neighbours:a2a_two_dims", {**A2A, "ragged": False},
-     "a2a_two_dims(x, process_group=group, scatter_dim=dim, gather_dim=dim)"),
+    ("tests.planted_neighbours:AllToAllGroupFirst", {**A2A, "ragged": False, "grad": "adjoint"},
+     "AllToAllGroupFirst.apply(group, x, dim)"),
     ("tests.planted_neighbours:alltoallv", A2A, "list"),
 ])
 def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, described: str) -> None:
@@ -328,7 +330,7 @@ def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, desc
 
 @pytest.mark.parametrize(("name", "contract", "prop"), [
     ("a2a_with_handle_reversed", A2A, "values"),
-    ("SeqAllToAllLocalGrad", {**A2A, "ragged": False, "grad": "adjoint"}, "gradients"),
+    ("AllToAllGroupFirstLocalGrad", {**A2A, "ragged": False, "grad": "adjoint"}, "gradients"),
     ("alltoallv_own_flipped", A2A, "values"),
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_a_planted_bug_in_a_form_as_written_is_found_and_shrunk(pool, name: str, contract: dict, prop: str) -> None:
@@ -338,23 +340,19 @@ def test_a_planted_bug_in_a_form_as_written_is_found_and_shrunk(pool, name: str,
     assert findings[prop].case.world_size == world, findings[prop].case.describe()
 
 
-def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("name", "message"), [
+    ("a2a_half_bound", "'seq_dim' names a dim the harness cannot supply"),
+    ("a2a_two_dims", "takes two dims, 'scatter_dim' and 'gather_dim': a re-layout"),  # ColossalAI's signature
+    ("SeqAllToAll", "takes two dims, 'scatter_idx' and 'gather_idx': a re-layout"),  # DeepSpeed-Ulysses'
+])
+def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.CaptureFixture[str], name: str,
+                                                          message: str) -> None:
     from harness import cli
 
-    status = cli.main(["check", "tests.planted_neighbours:a2a_half_bound", "--collective", "all-to-all",
-                       "--no-ragged", "--world-sizes", "1-2"])
+    status = cli.main(["check", f"tests.planted_neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
+                       "--world-sizes", "1-2"])
     err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1 and "'seq_dim' names a dim the harness cannot supply" in err, err
-
-
-def test_a_re_layout_that_needs_two_different_dims_exits_2_not_a_finding(pool) -> None:
-    """Both dims bound to the same one is the one-dim all-to-all; a target raising on that probe call
-    may need them different (yunchang's 4-D (2, 1)/(1, 2) only): exit 2 naming them, never a finding."""
-    from harness.probe import probe
-
-    with pytest.raises(Misfit, match=r"'scatter_idx' and 'gather_idx' each got the case's dim .* not a finding"):
-        probe(pool, "tests.planted_neighbours:a2a_relayout_only", Contract(**A2A, ragged=False), "float32",
-              timeout=TIMEOUT_S)
+    assert status == 2 and err.count("\n") == 1 and message in err, err
 
 
 def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unchanged_note(pool) -> None:
@@ -374,7 +372,7 @@ def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adj
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        check_gather("tests.planted_neighbours:SeqAllToAll", collective="all-to-all", ragged=False, world_sizes=(1, 2),
+        check_gather("tests.planted_neighbours:AllToAllGroupFirst", collective="all-to-all", ragged=False, world_sizes=(1, 2),
                      dtypes=("float32",), max_examples=5)
     notes = [str(w.message) for w in seen if w.category is GatherNote]
     assert any("differentiable (an autograd.Function) but --grad none checks no gradient: add --grad adjoint" in note
