@@ -251,7 +251,7 @@ def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop
 # -- as people write them: both dims or none, (out, handle), the group first ------------------------
 
 
-def test_every_dim_parameter_is_bound_or_the_target_refused() -> None:
+def test_a_second_dim_parameter_is_refused_naming_it() -> None:
     """Both or none: a second parameter named like a dim is a Misfit naming it, never a default left
     in place nor the first one's dim given again (a re-layout called so is another call than its
     callers make); ``--kwarg`` fixing it is the user's word, and is kept."""
@@ -274,7 +274,7 @@ def test_every_dim_parameter_is_bound_or_the_target_refused() -> None:
 
 
 def test_a_group_first_is_passed_first() -> None:
-    """``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``: the group by position before x."""
+    """``apply(group, input, ...)``, as the Ulysses functions take their group: by position, before x."""
     from tests.planted_neighbours import AllToAllGroupFirst
 
     call = plan_call(AllToAllGroupFirst, roles=ROLES["all-to-all"])
