@@ -237,9 +237,9 @@ def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
                       f"unchanged: {IN_PLACE_CONSEQUENCE}")]
 
 
-#: What an in-place write into a gather's input does in a real model, said once for messages and notes.
+#: What an in-place write into a collective's input does in a real model, said once for messages and notes.
 IN_PLACE_CONSEQUENCE = ("in real code, autograd raises 'one of the variables needed for gradient computation has "
-                        "been modified by an inplace operation' when the op before the gather saved its output "
+                        "been modified by an inplace operation' when the op before the collective saved its output "
                         "(relu, sigmoid, ...)")
 
 

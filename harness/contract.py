@@ -74,8 +74,8 @@ OUTPUTS: dict[str, Output] = {output.name: output for output in (
     Output("list", "W per-rank tensors (a gather: each rank's x; an all-to-all: the rows from each)",
            "a list or tuple of {world} Tensors", per_rank=True),
     Output("stack", "a (W, ...) tensor", "a Tensor", stacked=True),
-    Output("first", "a tuple starting with the concatenation", "a tuple whose first element is a Tensor",
-           picks_first=True),
+    Output("first", "a tuple starting with the result, e.g. (out, handle) (a gather: the concatenation)",
+           "a tuple whose first element is a Tensor", picks_first=True),
 )}
 
 
@@ -111,10 +111,11 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
     Collective("gather", "the concatenation along dim of every rank's x", grads=("local", "sum", "mean"),
                outputs=("tensor", "list", "stack", "first")),
     Collective("reduce-scatter", "slot r of the reduction over ranks of their x (slots: split_sizes, equal by "
-               "default)", grads=("adjoint",), outputs=("tensor",), roles=("split_sizes",), ops=("sum", "mean", "max")),
+               "default)", grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",),
+               ops=("sum", "mean", "max")),
     Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
-               "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list"),
-               roles=("input_split_sizes", "output_split_sizes")),
+               "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list", "first"),
+               roles=("input_split_sizes", "output_split_sizes", "output_list")),
 )}
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
 #: none of them is defined for bool.

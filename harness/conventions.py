@@ -13,8 +13,16 @@ authors' callers make, without glue from the user:
   passed); fixed arguments (``--kwarg NAME=LITERAL``) go to the parameters they name.  Every
   other parameter keeps its default; a required one the harness cannot supply is a
   :class:`Misfit` naming it, the signature, and the option (or wrapper) that would supply
-  it.  An ``autograd.Function`` subclass is called through ``.apply`` (arguments by
-  position, in ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
+  it.  **Both dims or none**: a second parameter named like a dim (``gather_dim`` beside
+  ``scatter_dim``: a re-layout; a ``seq_dim``; a gather's ``scatter_dim``) is a :class:`Misfit`
+  naming it unless ``--kwarg`` fixes it: left at its default, or given the same dim, the call
+  would differ from the ones its callers make and from the one checked.  Parameters before x
+  named like a group, a rank, a world size or (all-to-all) an output list are passed by
+  position first (:attr:`Call.leading`: ``SeqAllToAll4D.apply(group, x, ...)``, DGL's
+  ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``); the output list
+  is allocated, one empty piece per member, and read when the target returns None.  An
+  ``autograd.Function`` subclass is called through ``.apply`` (arguments by position, in
+  ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
 - **an optional group** (a group parameter with a default, no ``--groups``) is exercised
   both ways callers write it: each case says which (``Case.world_group``), so a replay, a
   shrinking step and a repro script make the same call, and :meth:`Call.forms` lists every
@@ -52,6 +60,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -70,6 +79,7 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "split_sizes": ("split_sizes", "splits", "scatter_sizes", "slot_sizes"),
     "input_split_sizes": ("input_split_sizes", "input_splits", "in_splits", "send_splits", "send_counts"),
     "output_split_sizes": ("output_split_sizes", "output_splits", "out_splits", "recv_splits", "recv_counts"),
+    "output_list": ("output_tensor_list", "output_list", "out_tensor_list", "output_tensors", "out_list"),
 }
 #: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
 LIST_NAMES: tuple[str, ...] = ("input_list", "tensor_list", "input_tensor_list", "input_tensors", "tensors",
@@ -79,8 +89,13 @@ _LIST_ANNOTATION = re.compile(r"^(?:typing\.|collections\.abc\.)?(?:list|List|tu
 #: The roles every collective binds; the others are bound only for the collectives that have
 #: them (``Collective.roles``): a gather's ``splits`` parameter is its own business.
 BASE_ROLES: tuple[str, ...] = ("dim", "group", "rank", "world_size")
-#: Dim names only a neighbour of the gather reads as its dim (a gather's ``scatter_dim`` is not its dim).
-_NEIGHBOUR_DIM_NAMES = ("scatter_dim", "split_dim")
+#: Dim names only a neighbour of the gather reads as its dim (a gather's ``scatter_dim`` is not its dim);
+#: ``scatter_idx``/``gather_idx`` are DeepSpeed-Ulysses' and yunchang's names.
+_NEIGHBOUR_DIM_NAMES = ("scatter_dim", "split_dim", "scatter_idx", "gather_idx")
+#: A parameter named like a dim (``seq_dim``, ``head_axis``, a neighbour's dim names): one the
+#: collective does not bind would be left at a default the harness does not understand, and the
+#: call would differ from the one checked, so it is bound, fixed with ``--kwarg``, or refused.
+_DIM_LIKE = re.compile(r"^(?:\w+_)?(?:dim|axis)$|^(?:scatter|gather|split)_idx$|^dimension$")
 #: A default's ``<module.Class object at 0x...>`` repr, shown as ``<module.Class>`` in messages.
 _OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-f]+>")
 #: The role of a parameter given a fixed value (``--kwarg NAME=LITERAL``).
@@ -106,6 +121,8 @@ class Call:
       ``nn.Module`` instance.  ``signature``: the signature as written, for messages.
     - ``split_input``: the split-size role x is split by into the list passed first (``""``:
       x itself is passed), see the module docstring.
+    - ``leading``: ``(parameter, role)`` of the arguments passed by position *before* x: a
+      group taken first, as in ``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``.
     """
 
     name: str = "f"
@@ -118,9 +135,10 @@ class Call:
     module: bool = False
     signature: str = "f(x, dim)"
     split_input: str = ""
+    leading: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
-        for name in ("positional", "keywords", "kwargs"):
+        for name in ("positional", "keywords", "kwargs", "leading"):
             object.__setattr__(self, name, tuple((str(a), str(b)) for a, b in getattr(self, name)))
         object.__setattr__(self, "inferred", tuple(self.inferred))
 
@@ -135,11 +153,12 @@ class Call:
 
     @property
     def roles(self) -> tuple[str, ...]:
-        return tuple(role for _, role in self.positional + self.keywords)
+        return tuple(role for _, role in self.leading + self.positional + self.keywords)
 
     @property
     def takes_dim(self) -> bool:
         return "dim" in self.roles
+
 
     @property
     def takes_group(self) -> bool:
@@ -153,11 +172,19 @@ class Call:
 
     def describe(self, pass_group: bool = True) -> str:
         """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
-        positional, keywords = self.passed(pass_group)
         first = f"list(x.split({self.split_input}, dim))" if self.split_input else "x"
-        args = [first, *(self._shown(parameter, role) for parameter, role in positional)]
-        args += [f"{parameter}={self._shown(parameter, role)}" for parameter, role in keywords]
-        return f"{self.name}({', '.join(args)})"
+        args, kwargs = self.arguments(first, self._shown, pass_group)
+        return f"{self.name}({', '.join(args + [f'{key}={value}' for key, value in kwargs.items()])})"
+
+    def arguments(self, first: Any, value: Callable[[str, str], Any],
+                  pass_group: bool) -> tuple[list[Any], dict[str, Any]]:
+        """The call's positional arguments, ``first`` (x, or what stands for it) in its place, and
+        its keyword arguments, each other one's ``value(parameter, role)``: the one order that
+        :meth:`describe`, :meth:`invoke` and the minimal repro's source all write."""
+        positional, keywords = self.passed(pass_group)
+        args = [value(parameter, role) for parameter, role in self.leading] + [first]
+        args += [value(parameter, role) for parameter, role in positional]
+        return args, {parameter: value(parameter, role) for parameter, role in keywords}
 
     def passed(self, pass_group: bool) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
         """The ``(parameter, role)`` pairs passed after x, by position and by keyword, when the
@@ -176,13 +203,12 @@ class Call:
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
-        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {})
-        positional, keywords = self.passed(pass_group)
+        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x)
         first = list(x.split(values.get("", self.split_input), dim)) if self.split_input else x
-        args = [first] + [values.get(parameter, role) for parameter, role in positional]
-        kwargs = {parameter: values.get(parameter, role) for parameter, role in keywords}
+        args, kwargs = self.arguments(first, values.get, pass_group)
         function = target.apply if self.apply else target
-        return function(*args, **kwargs)
+        result = function(*args, **kwargs)
+        return values.outputs if result is None and values.outputs is not None else result  # filled, not returned
 
     def _passes(self, role: str, pass_group: bool) -> bool:
         return role != "group" or pass_group or not self.group_optional
@@ -194,14 +220,21 @@ class Call:
 class _Values:
     """The value of each role for one call; rank and size are asked of torch only when passed."""
 
-    def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]]) -> None:
-        self.dim, self.group, self.fixed, self.sizes = dim, group, fixed, sizes
+    def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
+                 x: torch.Tensor | None = None) -> None:
+        self.dim, self.group, self.fixed, self.sizes, self.x = dim, group, fixed, sizes, x
+        #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
+        self.outputs: list[torch.Tensor] | None = None
 
     def get(self, parameter: str, role: str) -> Any:
         if role == "dim":
             return self.dim
         if role in self.sizes:
             return list(self.sizes[role])
+        if role == "output_list" and self.x is not None:
+            self.outputs = [self.x.new_empty(rows_shape(self.x.shape, self.dim, n))
+                            for n in self.sizes["output_split_sizes"]]
+            return self.outputs
         if role == "group":
             return self.group
         if role == "rank":
@@ -209,6 +242,13 @@ class _Values:
         if role == "world_size":
             return dist.get_world_size(self.group)
         return ast.literal_eval(self.fixed[parameter])  # a fresh object per call, as a literal in a script is
+
+
+def rows_shape(shape: Any, dim: int, rows: int) -> list[int]:
+    """``shape`` with ``rows`` along ``dim``: the shape of an output piece of that many rows."""
+    shape = list(shape)
+    shape[dim] = rows
+    return shape
 
 
 def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
@@ -233,7 +273,8 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True,
                         list_role=list_role).plan(needs_group)
     if not callable(target):
-        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable gather")
+        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable "
+                     + ("collective" if roles else "gather"))
     module = isinstance(target, torch.nn.Module)
     name = getattr(target, "__name__", None) or name or type(target).__name__
     try:
@@ -301,13 +342,23 @@ class _Planner:
         if first is None:
             raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
                          f"first, as in f(x) or f(x, dim)")
+        leading = self._leading(parameters)  # f(group, x, ...), f(rank, world_size, outputs, inputs)
+        if leading:
+            first = parameters[len(leading)]
+        if first.name in _OUTPUT_NAMES:
+            raise Misfit(f"{self.written}: x would go to {first.name!r}, which names an output the caller allocates; "
+                         f"the harness fills only an all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}) "
+                         f"given before its input, so check it through a wrapper that allocates the output, passes "
+                         f"it and returns it, e.g. def {self._kind()}(x, dim): out = ...; {self.name}(out, x, ...); "
+                         f"return out")
         rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
         roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
         split_input = self.list_role if self.list_role and _takes_list(first) else ""
+        self._check_dims(first, rest, roles)
         unmet = [p for p in rest if p.default is inspect.Parameter.empty and p.name not in roles]
         if unmet:
             raise Misfit(self._unmet(first, unmet))
-        if needs_group and "group" not in roles.values():
+        if needs_group and "group" not in [*roles.values(), *(role for _, role in leading)]:
             raise Misfit(f"{self.written} takes no group parameter (named {', '.join(ROLE_NAMES['group'])}), but "
                          f"--groups passes one: add a 'group' parameter (default None) or leave out --groups")
         bound = [p for p in rest if p.name in roles]
@@ -318,7 +369,7 @@ class _Planner:
                     and (positional[-1:] == [(group.name, "group")] or (group.name, "group") in keywords))
         return Call(name=self.name, positional=tuple(positional), keywords=tuple(keywords + extra),
                     kwargs=self.kwargs, group_optional=optional, apply=self.apply, module=self.module,
-                    signature=self.written, split_input=split_input)
+                    signature=self.written, split_input=split_input, leading=tuple(leading))
 
     def _unnamed(self, needs_group: bool) -> Call:
         accepts = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in self.signature.parameters.values())
@@ -347,6 +398,54 @@ class _Planner:
             if key in names:
                 roles[key] = FIXED
         return roles
+
+    def _leading(self, parameters: list[inspect.Parameter]) -> list[tuple[str, str]]:
+        """``(parameter, role)`` of the positional parameters before x: every one at the front
+        named like a group, a rank, a world size or an output list, as long as a positional
+        parameter for x follows (``f(group)`` alone takes x as its group: no match, no guess)."""
+        takers = {name: role for role, taken_by in self.names.items() if role in _LEADING_ROLES for name in taken_by}
+        leading: list[tuple[str, str]] = []
+        for parameter in parameters:
+            if parameter.kind not in _POSITIONAL or parameter.name not in takers:
+                break
+            leading.append((parameter.name, takers[parameter.name]))
+        following = parameters[len(leading):len(leading) + 1]
+        return leading if following and following[0].kind in _POSITIONAL else []
+
+    def _kind(self) -> str:
+        """What the target is, for a wrapper's name in messages: ``gather`` or ``collective``."""
+        return "collective" if "scatter_dim" in self.names["dim"] else "gather"
+
+    def _check_dims(self, first: inspect.Parameter, rest: list[inspect.Parameter], roles: dict[str, str]) -> None:
+        """Both or none: a second parameter named like a dim (``gather_dim`` beside ``scatter_dim``, a
+        ``seq_dim``, a gather's ``scatter_dim``) is :class:`Misfit` naming it, unless ``--kwarg`` fixes
+        it.  Left at its default, it would make another call than the one checked; given the same dim
+        as the first, a re-layout (scatter one dim, gather the pieces along another) is called as its
+        callers never call it (ColossalAI's ``all_to_all_comm`` then interleaves the pieces): a finding
+        must never come from an argument the harness does not understand."""
+        unbound = [p for p in rest if p.name not in roles and _DIM_LIKE.match(p.name)]
+        if not unbound:
+            return
+        parameter = unbound[0]
+        bound = next((name for name, role in roles.items() if role == "dim"), "")
+        default = ("" if parameter.default is inspect.Parameter.empty
+                   else f", left at its default {parameter.default!r},")
+        if bound and parameter.name in self.names["dim"]:  # two dims the harness knows: a re-layout
+            raise Misfit(f"{self.written} takes two dims, {bound!r} and {parameter.name!r}: a re-layout (scatter one "
+                         f"dim, gather the pieces along another), and the one-dim {self._kind()} checked here has one, "
+                         f"so {parameter.name!r} cannot be supplied: left at its default or given the same dim as "
+                         f"{bound!r}, it would make a call its callers never make, and a mismatch would be no finding; "
+                         f"check it through an adapter that takes one dim and gives {self.name} the two it expects "
+                         f"(moving the dims of x to them and back)")
+        binds = f"binds the case's dim to {bound!r}" if bound else "binds none of its parameters to the case's dim"
+        other = "" if self._kind() != "gather" else (
+            f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective (a neighbour binds "
+            f"{', '.join(_NEIGHBOUR_DIM_NAMES)} too)")
+        wrapper = f"def f({first.name}, dim): return {self.name}({first.name}, dim, {parameter.name}=dim)"
+        raise Misfit(f"{self.written}: {parameter.name!r} names a dim the harness cannot supply (it {binds}): "
+                     f"{parameter.name}{default} would make another call than the one checked, so it is not "
+                     f"judged{other}; if one value is right for every case, give it with --kwarg "
+                     f"{parameter.name}=LITERAL, or wrap the target, e.g. {wrapper}")
 
     def _arrange(self, rest: list[inspect.Parameter], bound: list[inspect.Parameter],
                  roles: dict[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -378,7 +477,7 @@ class _Planner:
     def _unmet(self, first: inspect.Parameter, unmet: list[inspect.Parameter]) -> str:
         named = ", ".join(repr(p.name) for p in unmet)
         return (f"{self.written} needs {named}, which the harness cannot supply: it passes x as {first.name!r} and "
-                f"binds by name only {_BOUND_BY_NAME}; " + "; ".join(self._hint(p) for p in unmet))
+                f"binds by name only {_bound_by_name(self.names)}; " + "; ".join(self._hint(p) for p in unmet))
 
     def _hint(self, parameter: inspect.Parameter) -> str:
         collective = next((name for role, name in _COLLECTIVE_OF_ROLE.items()
@@ -386,25 +485,44 @@ class _Planner:
         if collective:
             return (f"{parameter.name!r} is how a {collective} is told its sizes: if {self.name} computes a "
                     f"{collective}, check it with --collective {collective} (collective={collective!r} from Python)")
-        wrapper = f"def gather(x, dim): return {self.name}(x, ...)"
+        wrapper = f"def {self._kind()}(x, dim): return {self.name}(x, ...)"
+        if parameter.name in _OUTPUT_NAMES:
+            return (f"{parameter.name!r} looks like an output the caller allocates: the harness fills only an "
+                    f"all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}), so check it through a "
+                    f"wrapper that allocates it and returns it, e.g. {wrapper}")
         annotation = parameter.annotation
         shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
         if annotation is not inspect.Parameter.empty and "Tensor" in shown:
             return (f"{parameter.name!r} is annotated {shown}: no literal is a tensor, so check it through a wrapper "
-                    f"that gathers x alone, e.g. {wrapper}")
+                    f"that takes x alone, e.g. {wrapper}")
         return (f"if one fixed value is right for every call, give it with --kwarg {parameter.name}=LITERAL "
                 f"(pytest --gather-kwarg, check_gather(kwargs=...)); an object, a tensor or a value that depends "
                 f"on the call needs a wrapper, e.g. {wrapper}")
 
 
+#: Names of an output the caller allocates that the harness does not fill (an all-to-all's list it does).
+_OUTPUT_NAMES = ("output", "out", "output_tensor", "out_tensor", "output_tensor_list", "output_list",
+                 "out_tensor_list", "output_tensors", "out_list")
+#: The roles a parameter before x may take (``_Planner._leading``).
+_LEADING_ROLES = ("group", "rank", "world_size", "output_list")
 #: The collective whose split sizes a role holds: a parameter of that name says which collective a target computes.
 _COLLECTIVE_OF_ROLE = {"split_sizes": "reduce-scatter", "input_split_sizes": "all-to-all",
                        "output_split_sizes": "all-to-all"}
 #: The roles that tell a target the sizes of a ragged collective.
 SPLIT_ROLES = frozenset(_COLLECTIVE_OF_ROLE)
-#: What the harness binds, for messages: ``a dim (dim, gather_dim, ...), a group (...), ...``.
-_BOUND_BY_NAME = "{}, {}, {} and {}".format(*(f"{what} ({', '.join(ROLE_NAMES[role])})" for role, what in (
-    ("dim", "a dim"), ("group", "a group"), ("rank", "the rank"), ("world_size", "the world size"))))
+#: What each role is, for messages.
+_ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_size": "the world size",
+              "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
+              "output_split_sizes": "the sizes received", "output_list": "an output list to fill"}
+
+
+def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
+    """What the harness binds for a collective (``names``: role -> the names that take it), for
+    messages: ``a dim (dim, gather_dim, ...), a group (...), ... and the world size (...)``."""
+    parts = [f"{_ROLE_WHAT[role]} ({', '.join(taken_by)})" for role, taken_by in names.items()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 #: Where the value of a role comes from, for messages.
 _ROLE_SOURCE = {
     "dim": "the gather dim of each case; --dims 0 checks dim 0 only",
@@ -414,6 +532,7 @@ _ROLE_SOURCE = {
     "split_sizes": "each member's slot length along dim, from each case",
     "input_split_sizes": "the rows this rank sends each member, from each case",
     "output_split_sizes": "the rows each member sends this rank, from each case",
+    "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
 }
 
 # -- reading results ------------------------------------------------------------------------------
@@ -424,9 +543,9 @@ def describe_result(result: Any) -> str:
     if isinstance(result, torch.Tensor):
         return f"a Tensor of shape {tuple(result.shape)}"
     if isinstance(result, (list, tuple)):
-        kinds = {type(item).__name__ for item in result}
-        what = "Tensors" if kinds == {"Tensor"} else "items (" + ", ".join(sorted(kinds)) + ")"
-        if kinds == {"Tensor"}:
+        kinds = [type(item).__name__ for item in result]  # in order: (Tensor, NoneType) is an (out, handle)
+        what = "Tensors" if set(kinds) == {"Tensor"} else "items (" + ", ".join(kinds) + ")"
+        if set(kinds) == {"Tensor"}:
             shapes = ", ".join(str(tuple(item.shape)) for item in result)
             return f"a {type(result).__name__} of {len(result)} Tensor(s) of shapes {shapes}"
         return f"a {type(result).__name__} of {len(result)} {what}"

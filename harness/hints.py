@@ -3,7 +3,7 @@
 A failure says what broke; a hint says what to do about it, and only when a run on the
 ranks backs it up, never as a guess:
 
-- :func:`differentiable_note`: a gather checked with ``--grad none`` whose result carries
+- :func:`differentiable_note`: a target checked with ``--grad none`` whose result carries
   gradients (an ``autograd.Function``, or a result that requires grad when its input does)
   gets no gradient check at all: the note says so, and which option gives one;
 - :func:`ragged_hint`: a hang, crash or desync on ragged input whose case passes once every
@@ -30,8 +30,10 @@ from harness.pool import RankSets
 from harness.procedure import RunRequest
 from harness.search import CheckReport
 
-DIFFERENTIABLE = ("the target is differentiable ({why}) but --grad none checks no gradient: add --grad sum (or local, "
-                  "mean; grad=\"sum\" from Python)")
+DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no gradient: add {which}"
+#: The gradient contracts the note offers: a gather's three, a reduce-scatter's or an all-to-all's adjoint.
+OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
+OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
 
 
 def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout: float) -> str:
@@ -43,8 +45,9 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     contract, convention = probed.contract, probed.convention
     if contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES:
         return ""
+    which = OFFERED_GATHER if contract.collective == "gather" else OFFERED_NEIGHBOUR
     if convention.call.apply:
-        return DIFFERENTIABLE.format(why="an autograd.Function")
+        return DIFFERENTIABLE.format(why="an autograd.Function", which=which)
     case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output,
                             passes_group=bool(contract.groups))
     request = RunRequest(case=case, target=target, call=convention.call, detect=True, declared=convention.output,
@@ -54,7 +57,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     results = [res for res in outcome.results if res is not None and not res.idle]
     if outcome.fault or outcome.errors or not results or not all(res.output_requires_grad for res in results):
         return ""
-    return DIFFERENTIABLE.format(why="its result requires grad when its input does")
+    return DIFFERENTIABLE.format(why="its result requires grad when its input does", which=which)
 
 
 def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout: float) -> str:
@@ -115,7 +118,8 @@ def layout_hint(finding: Finding) -> str:
                 f"on it before the collective")
     if "input layouts differ" in finding.condition:
         layouts = ", ".join(f"rank {r}: {case.ranks[r].layout}" for r in active)
-        return (f"in plain words: the gather's input is laid out differently in memory on different ranks "
+        what = "gather" if case.collective == "gather" else "collective"
+        return (f"in plain words: the {what}'s input is laid out differently in memory on different ranks "
                 f"({layouts}); a collective given it, or its .clone() (which keeps the layout), pairs up elements "
                 f"by their place in memory, not by index: call .contiguous() on it first")
     return ""

@@ -27,7 +27,7 @@ import torch
 from harness.case import Case, make_cotangent, make_input
 from harness.checks import gradients_checked
 from harness.contract import COLLECTIVES, OUTPUTS
-from harness.conventions import FIXED, Call
+from harness.conventions import FIXED, SPLIT_ROLES, Call
 from harness.finding import Finding
 from harness.procedure import split_sizes
 from harness.reference import ExpectedGrad, expected_grad, expected_output, expected_reduction
@@ -455,15 +455,21 @@ def call_source(call: Call, x: str, case: Case) -> str:
     group = "group" if case.groups else ("dist.group.WORLD" if passing and call.takes_group else "None")
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
               "world_size": f"dist.get_world_size({group})"}
-    for role in COLLECTIVES[case.collective].roles:  # each rank's own list: one literal per rank, indexed
+    for role in SPLIT_ROLES.intersection(COLLECTIVES[case.collective].roles):  # one literal per rank, indexed
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
+    if "output_list" in call.roles:  # one empty piece per member, which the target fills
+        values["output_list"] = (f"(outs := [{x}.new_empty([n if k == {case.dim} % {x}.ndim else s for k, s in "
+                                 f"enumerate({x}.shape)]) for n in {values['output_split_sizes']}])")
     fixed = dict(call.kwargs)
-    positional, keywords = call.passed(passing)
+    source = x
     if call.split_input:  # the target takes x as a list of its pieces
-        x = f"list({x}.split({values[call.split_input]}, {case.dim}))"
-    args = [x] + [fixed[parameter] if role == FIXED else values[role] for parameter, role in positional]
-    args += [f"{parameter}={fixed[parameter] if role == FIXED else values[role]}" for parameter, role in keywords]
-    return f"{'target.apply' if call.apply else 'target'}({', '.join(args)})"
+        source = f"list({x}.split({values[call.split_input]}, {case.dim}))"
+    args, kwargs = call.arguments(source, lambda parameter, role: fixed[parameter] if role == FIXED else values[role],
+                                  passing)
+    args += [f"{parameter}={value}" for parameter, value in kwargs.items()]
+    made = f"{'target.apply' if call.apply else 'target'}({', '.join(args)})"
+    # a target that fills the list and returns None gives the list, as Call.invoke reads it
+    return f"(lambda out: outs if out is None else out)({made})" if "output_list" in call.roles else made
 
 
 def _layout(layout: str, ndim: int) -> str:

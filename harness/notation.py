@@ -20,7 +20,7 @@ grad=sum           the gradient contract checked: none, local, sum or mean (see 
                    adjoint for a reduce-scatter or an all-to-all
 output=list        how the result was read, when not a tensor: list (one per rank; in an
                    all-to-all, the rows from each), stack (a (W, ...) tensor), first (a
-                   tuple starting with the concatenation)
+                   tuple starting with the result, e.g. (output, handle))
 groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
                    a rank in no group shows as "r3 idle" and does not call the gather
 | r1 ...           what each rank holds, rank 0 first:

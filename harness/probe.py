@@ -28,7 +28,7 @@ from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
-from harness.conventions import ROLE_NAMES, Call
+from harness.conventions import ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
 from harness.pool import RankSets
@@ -214,7 +214,8 @@ def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Con
 def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
     """A ragged reduce-scatter or all-to-all cannot be right without its split sizes: a target
     that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2)."""
-    missing = [role for role in contract.kind.roles if role not in (*call.roles, call.split_input)]
+    told = (*call.roles, call.split_input) + (("output_split_sizes",) if "output_list" in call.roles else ())
+    missing = [role for role in contract.kind.roles if role in SPLIT_ROLES and role not in told]
     if contract.ragged and missing:
         raise Misfit(f"target {target!r}: {call.signature} takes no {' or '.join(missing)} parameter (named "
                      f"{'; '.join(', '.join(ROLE_NAMES[role]) for role in missing)}), so a ragged {contract.collective} "
@@ -242,14 +243,18 @@ def _call_notes(call: Call, both: bool, groups: bool, chosen: bool) -> list[str]
 
 def _inferred_failure(target: str, call: Call, outcome: Outcome) -> str:
     """The probe's call failed, and it carried an argument the harness inferred: not a finding."""
-    case = outcome.case
     inferred = " and ".join(call.inferred)
-    errors = outcome.errors
-    what = (f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors
-            else f"it ended in a {outcome.fault}")
-    return (f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}; "
-            f"{inferred} was inferred ({call.signature} names no such parameter), so this is not a finding: wrap it in "
-            f"a function that names its arguments, e.g. def gather(x, dim): return {call.name}(x, dim)")
+    wrapper = "gather" if outcome.case.collective == "gather" else "f"
+    return (f"{_failed_call(target, call, outcome)}; {inferred} was inferred ({call.signature} names no such "
+            f"parameter), so this is not a finding: wrap it in a function that names its arguments, e.g. "
+            f"def {wrapper}(x, dim): return {call.name}(x, dim)")
+
+
+def _failed_call(target: str, call: Call, outcome: Outcome) -> str:
+    """The probe's failed call, in a few words: as made, on which case, the first rank's exception or the fault."""
+    case, errors = outcome.case, outcome.errors
+    what = f"rank {errors[0].rank} raised {errors[0].error_line()}" if errors else f"it ended in a {outcome.fault}"
+    return f"target {target!r}: called as {call.describe(pass_group=case.passes_group)} on {case.describe()}, {what}"
 
 
 def _agreed(readings: dict[bool, str], call: Call, target: str) -> str:

@@ -39,6 +39,7 @@ from hypothesis.strategies import SearchStrategy
 from harness import capabilities, confirm, coverage, probe, profiles, strategies
 from harness.case import Case
 from harness.checks import (
+    IN_PLACE_NOTE,
     PROPERTIES,
     Violation,
     check_misuse,
@@ -279,7 +280,10 @@ def run_check(
                                        up_to=up_to)
     report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
     report.leaks = session.leak_notes()
-    report.notes = [*report.notes, *session.notes]
+    written = any("inputs-untouched" in {finding.property, *(v.property for v in finding.violations)}
+                  for finding in report.findings)
+    # a note that the values stay the same has no place beside the violation showing they changed
+    report.notes = [*report.notes, *(note for note in session.notes if not (written and note == IN_PLACE_NOTE))]
     report.unattributed = session.unattributed
     if search.probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, contract.bits, search,

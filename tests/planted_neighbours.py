@@ -3,7 +3,10 @@
 Each is :mod:`harness.ragged`'s correct implementation with one mistake, so that the bug is
 all that differs (``tests/test_neighbours.py`` finds each and checks the minimal case).  The
 list forms (x taken as ``input_list``, an all-to-all's rows returned per source) come as a
-correct pair (``rs_list``, ``a2a_lists``) and their planted twins.
+correct pair (``rs_list``, ``a2a_lists``) and their planted twins.  The forms as published
+code writes them come last: ``(output, handle)`` results, the group first (DeepSpeed-Ulysses'
+``_SeqAllToAll``), two dims (ColossalAI's ``all_to_all_comm``), an output list the caller
+passes (DGL's ``alltoallv``), each correct one with a planted twin, or the refusal of a re-layout.
 """
 
 from __future__ import annotations
@@ -128,11 +131,132 @@ def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[
     return list(reversed(a2a_lists(input_list, output_split_sizes, dim, group)))
 
 
-__all__ = ["a2a_dtype_hole", "a2a_forward_grad", "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources",
-           "a2a_transposed_splits", "rs_dtype_hole", "rs_equal_only", "rs_list", "rs_list_own_piece", "rs_local_grad",
-           "rs_wrong_slot"]
+__all__ = ["AllToAllGroupFirst", "AllToAllGroupFirstLocalGrad", "SeqAllToAll", "a2a_dtype_hole", "a2a_forward_grad",
+           "a2a_half_bound", "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources", "a2a_transposed_splits",
+           "a2a_two_dims", "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped",
+           "rs_dtype_hole", "rs_equal_only", "rs_in_place", "rs_list", "rs_list_own_piece", "rs_local_grad",
+           "rs_with_handle", "rs_wrong_slot"]
 
 
 def rs_equal_only(x: torch.Tensor, dim: int, group: Any = None) -> torch.Tensor:
     """Equal slots, told nothing of sizes (as ``reduce_scatter_tensor`` is): right with --no-ragged."""
     return reduce_scatter_ragged(x, dim, group=group)
+
+
+# -- as people write them: (out, handle) results, the group first, two dims ---------------------------
+
+
+def a2a_with_handle(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                    group: Any = None, async_op: bool = False) -> tuple[torch.Tensor, Any]:
+    """Correct, returning ``(output, handle)`` as megablocks' ``all_to_all`` does (no handle unless async)."""
+    return all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes, group=group), None
+
+
+def a2a_with_handle_reversed(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_split_sizes: list[int],
+                             group: Any = None) -> tuple[torch.Tensor, Any]:
+    """``(output, handle)``, the output's sources in reverse order."""
+    return a2a_reversed_sources(x, dim, input_split_sizes, output_split_sizes, group=group), None
+
+
+def rs_with_handle(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> tuple[torch.Tensor, Any]:
+    """Correct, returning ``(output, handle)``."""
+    return reduce_scatter_ragged(x, dim, split_sizes, group=group), None
+
+
+def rs_in_place(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    """Right values, but sums into its input in place: every rank's x is left holding the sum."""
+    summed = x.contiguous()
+    dist.all_reduce(summed, group=group)
+    start = sum(split_sizes[: dist.get_rank(group)])
+    result = summed.narrow(dim, start, split_sizes[dist.get_rank(group)]).clone()
+    with torch.no_grad():
+        x.copy_(summed)
+    return result
+
+
+def _seq_all_to_all(x: torch.Tensor, scatter_idx: int, gather_idx: int, group: Any) -> torch.Tensor:
+    """DeepSpeed-Ulysses' re-layout: ``scatter_idx`` cut into W equal pieces, piece s sent to rank
+    s, the pieces received concatenated along ``gather_idx`` (one dim when both are equal)."""
+    world = dist.get_world_size(group)
+    moved = x.movedim(scatter_idx, 0)
+    send = moved.reshape(world, moved.shape[0] // world, *moved.shape[1:]).contiguous()
+    received = torch.empty_like(send)
+    dist.all_to_all_single(received, send, group=group)
+    return torch.cat([received[s].movedim(0, scatter_idx) for s in range(world)], dim=gather_idx)
+
+
+class SeqAllToAll(torch.autograd.Function):
+    """Correct, as DeepSpeed-Ulysses' ``_SeqAllToAll`` is written: the group first, then the
+    input, ``scatter_idx`` and ``gather_idx``; the backward is the reverse re-layout.  A
+    re-layout of two dims: refused (exit 2) naming ``gather_idx``."""
+
+    @staticmethod
+    def forward(ctx: Any, group: Any, input: torch.Tensor, scatter_idx: int, gather_idx: int) -> torch.Tensor:
+        ctx.group, ctx.scatter_idx, ctx.gather_idx = group, scatter_idx, gather_idx
+        return _seq_all_to_all(input, scatter_idx, gather_idx, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None, None]:
+        return None, SeqAllToAll.apply(ctx.group, grad, ctx.gather_idx, ctx.scatter_idx), None, None
+
+
+class AllToAllGroupFirst(torch.autograd.Function):
+    """Correct, the group first as the Ulysses functions take it, one dim: ``apply(group, input, dim)``."""
+
+    @staticmethod
+    def forward(ctx: Any, group: Any, input: torch.Tensor, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        return _seq_all_to_all(input, dim, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None]:
+        return None, AllToAllGroupFirst.apply(ctx.group, grad, ctx.dim), None
+
+
+class AllToAllGroupFirstLocalGrad(torch.autograd.Function):
+    """``AllToAllGroupFirst`` whose backward returns the cotangent as it came: no exchange back (right at W=1)."""
+
+    @staticmethod
+    def forward(ctx: Any, group: Any, input: torch.Tensor, dim: int) -> torch.Tensor:
+        return _seq_all_to_all(input, dim, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None]:
+        return None, grad, None
+
+
+def a2a_two_dims(input_: torch.Tensor, process_group: Any = None, scatter_dim: int = 2,
+                 gather_dim: int = 1) -> torch.Tensor:
+    """ColossalAI's ``all_to_all_comm`` signature: a re-layout, refused (exit 2) naming ``gather_dim``."""
+    return _seq_all_to_all(input_, scatter_dim, gather_dim, process_group)
+
+
+def a2a_half_bound(input_: torch.Tensor, scatter_dim: int = 2, seq_dim: int = 1, group: Any = None) -> torch.Tensor:
+    """Two dims, one of a name the harness does not bind (``seq_dim``): checked, it would be left
+    at its default, a call other than the one judged, so it is refused (exit 2)."""
+    return _seq_all_to_all(input_, scatter_dim, seq_dim, group)
+
+
+def alltoallv(rank: int, world_size: int, output_tensor_list: list[torch.Tensor],
+              input_tensor_list: list[torch.Tensor]) -> None:
+    """Correct, as DGL's ``alltoallv_cpu`` is written: rank and world size first, the caller's
+    output list filled (its own piece by replacing the item), nothing returned."""
+    senders = []
+    for i in range(world_size):
+        if i == rank:
+            output_tensor_list[i] = input_tensor_list[i].clone()
+        else:
+            senders.append(dist.isend(input_tensor_list[i].contiguous(), dst=i))
+    for i in range(world_size):
+        if i != rank:
+            dist.recv(output_tensor_list[i], src=i)
+    for sender in senders:
+        sender.wait()
+
+
+def alltoallv_own_flipped(rank: int, world_size: int, output_tensor_list: list[torch.Tensor],
+                          input_tensor_list: list[torch.Tensor]) -> None:
+    """``alltoallv`` that keeps its own rows in reverse order (right where it keeps at most one)."""
+    alltoallv(rank, world_size, output_tensor_list, input_tensor_list)
+    output_tensor_list[rank] = output_tensor_list[rank].flip(0)
+

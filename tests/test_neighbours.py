@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from harness.reference import expected_grad, expected_output, expected_reduction
 from harness import minimal_repro, repro
 from harness.case import Case, RankSpec, make_cotangent, make_input
 from harness.contract import COLLECTIVES, Contract
-from harness.conventions import plan_call
+from harness.conventions import describe_result, plan_call
 from harness.errors import Misfit, UsageError
 from harness.search import Finding, run_check
 from harness.targets import load
@@ -227,6 +228,13 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     ("a2a_reversed_sources", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all"), "values"),
     ("a2a_lists_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all", output="list"),
      "values"),
+    ("AllToAllGroupFirstLocalGrad", Case(ranks=(RankSpec((2,), splits=(1, 1)),) * 2, grad="adjoint",
+                                         collective="all-to-all"),
+     "gradients"),  # the group passed first
+    ("alltoallv_own_flipped", Case(ranks=(RankSpec((2,), splits=(2,)),), collective="all-to-all", output="list"),
+     "values"),  # the output list allocated, filled and read
+    ("a2a_with_handle_reversed", Case(ranks=(RankSpec((1,), splits=(0, 1)),) * 2, collective="all-to-all",
+                                      output="first"), "values"),
 ])
 def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop: str, tmp_path: Path) -> None:
     """The faithful repro (the harness's own procedure and checks, embedded) and the minimal one
@@ -238,3 +246,135 @@ def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop
     for path in (faithful, minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=False)):
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "reproduces" in done.stdout, done.stdout + done.stderr
+
+
+# -- as people write them: both dims or none, (out, handle), the group first ------------------------
+
+
+def test_a_second_dim_parameter_is_refused_naming_it() -> None:
+    """Both or none: a second parameter named like a dim is a Misfit naming it, never a default left
+    in place nor the first one's dim given again (a re-layout called so is another call than its
+    callers make); ``--kwarg`` fixing it is the user's word, and is kept."""
+    def all_to_all_comm(input_, process_group=None, scatter_dim=2, gather_dim=1): ...  # ColossalAI's
+    def seq_heads(x, scatter_dim=2, seq_dim=1, group=None): ...
+    def gather_with_scatter_dim(x, dim, scatter_dim=0): ...
+
+    with pytest.raises(Misfit, match=r"takes two dims, 'scatter_dim' and 'gather_dim': a re-layout .* so 'gather_dim' "
+                                     r"cannot be supplied"):
+        plan_call(all_to_all_comm, roles=ROLES["all-to-all"])
+    fixed = plan_call(all_to_all_comm, roles=ROLES["all-to-all"], kwargs=(("gather_dim", "0"),))
+    assert fixed.describe() == "all_to_all_comm(x, process_group=group, scatter_dim=dim, gather_dim=0)"
+    with pytest.raises(Misfit, match=r"'seq_dim' names a dim the harness cannot supply \(it binds the case's dim to "
+                                     r"'scatter_dim'\): seq_dim, left at its default 1,"):
+        plan_call(seq_heads, roles=ROLES["all-to-all"])
+    with pytest.raises(Misfit, match="'scatter_dim' names a dim .* say so with --collective"):
+        plan_call(gather_with_scatter_dim)  # a gather's scatter_dim is not its dim
+    fixed = plan_call(seq_heads, roles=ROLES["all-to-all"], kwargs=(("seq_dim", "0"),))
+    assert fixed.describe() == "seq_heads(x, dim, seq_dim=0, group=group)"
+
+
+def test_a_group_first_is_passed_first() -> None:
+    """``apply(group, input, ...)``, as the Ulysses functions take their group: by position, before x."""
+    from tests.planted_neighbours import AllToAllGroupFirst
+
+    call = plan_call(AllToAllGroupFirst, roles=ROLES["all-to-all"])
+    assert call.describe() == "AllToAllGroupFirst.apply(group, x, dim)"
+    assert call.takes_group and not call.group_optional
+    seen = call.invoke(SimpleNamespace(apply=lambda *args: args), torch.arange(4.0), 0, "the group")
+    assert seen[0] == "the group" and seen[1].tolist() == [0.0, 1.0, 2.0, 3.0] and seen[2:] == (0,)
+    assert type(call).from_dict(call.to_dict()) == call
+
+
+def test_an_output_list_the_caller_passes_is_allocated_and_read() -> None:
+    """DGL's ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``: the
+    parameters before the input bound by name, the list filled and read; torch's ``output`` first
+    is refused naming it: x cannot go there."""
+    from tests.planted_neighbours import alltoallv
+
+    call = plan_call(alltoallv, roles=ROLES["all-to-all"])
+    assert call.describe() == "alltoallv(rank, world_size, output_list, list(x.split(input_split_sizes, dim)))"
+
+    def fills(output_tensor_list, input_tensor_list):
+        for piece, given in zip(output_tensor_list, input_tensor_list):
+            piece.copy_(given)
+
+    got = plan_call(fills, roles=ROLES["all-to-all"]).invoke(
+        fills, torch.arange(3.0), 0, sizes={"input_split_sizes": [1, 2], "output_split_sizes": [1, 2]})
+    assert [t.tolist() for t in got] == [[0.0], [1.0, 2.0]]
+
+    def all_to_all_single(output, input, output_split_sizes, input_split_sizes, group=None): ...
+
+    with pytest.raises(Misfit, match="x would go to 'output', which names an output the caller allocates"):
+        plan_call(all_to_all_single, roles=ROLES["all-to-all"])
+
+
+def test_a_result_of_several_items_is_told_in_order() -> None:
+    assert describe_result((torch.ones(2), None)) == "a tuple of 2 items (Tensor, NoneType)"
+    assert Contract(**A2A, output="first").output == Contract(**RS, output="first").output == "first"
+
+
+@pytest.mark.parametrize(("target", "contract", "described"), [
+    ("tests.planted_neighbours:a2a_with_handle", {**A2A, "grad": "adjoint", "groups": True}, "first"),
+    ("tests.planted_neighbours:rs_with_handle", {**RS, "grad": "adjoint"}, "first"),
+    ("tests.planted_neighbours:AllToAllGroupFirst", {**A2A, "ragged": False, "grad": "adjoint"},
+     "AllToAllGroupFirst.apply(group, x, dim)"),
+    ("tests.planted_neighbours:alltoallv", A2A, "list"),
+])
+def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, described: str) -> None:
+    report = run_check(target, Contract(**contract, dtypes=("float32", "float64")), max_examples=BUDGET,
+                       timeout=TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.convention is not None
+    assert described in (report.convention.output, report.convention.call.describe())
+
+
+@pytest.mark.parametrize(("name", "contract", "prop"), [
+    ("a2a_with_handle_reversed", A2A, "values"),
+    ("AllToAllGroupFirstLocalGrad", {**A2A, "ragged": False, "grad": "adjoint"}, "gradients"),
+    ("alltoallv_own_flipped", A2A, "values"),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_bug_in_a_form_as_written_is_found_and_shrunk(pool, name: str, contract: dict, prop: str) -> None:
+    findings = search(pool, name, **contract, dtypes=("float32", "float64"))
+    assert prop in findings, sorted(findings)
+    world = 1 if name == "alltoallv_own_flipped" else 2  # its own rows flipped: wrong on one rank already
+    assert findings[prop].case.world_size == world, findings[prop].case.describe()
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("a2a_half_bound", "'seq_dim' names a dim the harness cannot supply"),
+    ("a2a_two_dims", "takes two dims, 'scatter_dim' and 'gather_dim': a re-layout"),  # ColossalAI's signature
+    ("SeqAllToAll", "takes two dims, 'scatter_idx' and 'gather_idx': a re-layout"),  # DeepSpeed-Ulysses'
+])
+def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.CaptureFixture[str], name: str,
+                                                          message: str) -> None:
+    from harness import cli
+
+    status = cli.main(["check", f"tests.planted_neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
+                       "--world-sizes", "1-2"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unchanged_note(pool) -> None:
+    from harness.checks import IN_PLACE_NOTE
+
+    report = run_check("tests.planted_neighbours:rs_in_place", Contract(**RS, dtypes=("float32",), world_sizes=(2, 2)),
+                       max_examples=20, timeout=TIMEOUT_S, pool=pool)
+    assert "inputs-untouched" in {finding.property for finding in report.findings}
+    assert IN_PLACE_NOTE not in report.notes
+
+
+def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adjoint(pool) -> None:
+    """Not a gather's sum, local or mean: a reduce-scatter's or an all-to-all's gradient contract is the adjoint."""
+    import warnings
+
+    from harness.api import GatherNote, check_gather
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_gather("tests.planted_neighbours:AllToAllGroupFirst", collective="all-to-all", ragged=False, world_sizes=(1, 2),
+                     dtypes=("float32",), max_examples=5)
+    notes = [str(w.message) for w in seen if w.category is GatherNote]
+    assert any("differentiable (an autograd.Function) but --grad none checks no gradient: add --grad adjoint" in note
+               for note in notes), notes
+    assert not any("--grad sum" in note for note in notes), notes

@@ -143,7 +143,7 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
     assert all("(the cause: the call wrote into its input in place, see inputs-untouched)" in v.message
                for v in finding.violations if v.property == "gradients")
     assert "'one of the variables needed for gradient computation has been modified by an inplace operation' when " \
-           "the op before the gather saved its output (relu, sigmoid, ...)" in finding.message
+           "the op before the collective saved its output (relu, sigmoid, ...)" in finding.message
     # What the message claims happens in a model, on a rank: relu saves its output, backward refuses.
     [result] = pool.call(1, "tests.planted_bugs:relu_then_in_place_gather")
     assert result is not None and "modified by an inplace operation" in result.value, result
