@@ -48,7 +48,7 @@ from harness.checks import (
     outcome_notes,
     precompute_reference,
 )
-from harness.contract import Contract
+from harness.contract import MAX_WORLD_SIZE, Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
 from harness.faults import Outcome
@@ -464,7 +464,8 @@ class _Session:
                 # Hypothesis shrinks a failure met on four ranks mostly on four ranks (the rest of the
                 # case means something else on fewer): searched among cases on as few as fail, its
                 # shrinking starts small, and takes half the steps (the catalogue's stratum failures)
-                world = self.fewest_ranks(failed, self.judge).case.world_size
+                fewest = self.fewest_ranks(failed, self.judge).case.world_size
+                world = fewest if fewest < layer.case.world_size else MAX_WORLD_SIZE  # no fewer: every case
                 return self._refind(layer.strategy, failed, found_by=f"the stratified examples ({layer.label})",
                                     anywhere=up_to(world))
         return []

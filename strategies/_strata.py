@@ -199,8 +199,8 @@ def _built(contract: Contract, row: dict[str, str], rng: random.Random, backend:
         rng.randrange(1, ndim) if kind == "positive" else -rng.randrange(1, ndim + 1))
     grad = contract.grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     seed = rng.randrange(2**32)
-    layouts = _per_rank(row.get("layout", "contiguous"), LAYOUTS, world, ndim, rng)
-    cotangents = _per_rank(row.get("cotangent layout", "contiguous"), COTANGENT_LAYOUTS, world, ndim, rng)
+    layouts = _per_rank(row.get("layout", "contiguous"), LAYOUTS, world, ndim, rng, active)
+    cotangents = _per_rank(row.get("cotangent layout", "contiguous"), COTANGENT_LAYOUTS, world, ndim, rng, active)
     cotangent = COTANGENT_RECIPES[rng.randrange(len(COTANGENT_RECIPES))] if grad != "none" else "ints"
     d = dim % ndim
     ranks = tuple(RankSpec(tuple(others[:d]) + (n,) + tuple(others[d:]), layout=layouts[r], values=row["values"],
@@ -257,14 +257,21 @@ def _other_dims(row: dict[str, str], ndim: int, total: int, rng: random.Random) 
     return others
 
 
-def _per_rank(value: str, layouts: tuple[str, ...], world: int, ndim: int, rng: random.Random) -> list[str]:
-    """Every rank's layout: ``value``, or for ``mixed`` a rotation (no transposed 1-d view)
-    from a random start, so neighbouring ranks differ."""
+def _per_rank(value: str, layouts: tuple[str, ...], world: int, ndim: int, rng: random.Random,
+              active: list[int]) -> list[str]:
+    """Every rank's layout: ``value``, or for ``mixed`` the layouts in their order (no transposed
+    1-d view), contiguous and transposed first, dealt to the ``active`` ranks from a random one on:
+    the two storage orders furthest apart always sit side by side, on ranks the case uses.  (Dealt from a random layout, a W=2
+    case held contiguous beside transposed once in four, and the catalogue's reduce-scatter whose
+    sum depends on the ranks' storage orders passed every run.)"""
     if value != MIXED:
         return [value] * world
     usable = [layout for layout in layouts if ndim > 1 or layout != "transposed"]
-    start = rng.randrange(len(usable))
-    return [usable[(start + r) % len(usable)] for r in range(world)]
+    shift = rng.randrange(len(active))
+    dealt = ["contiguous"] * world  # an idle rank's (it holds no part of the case)
+    for k, r in enumerate(active):
+        dealt[r] = usable[(k - shift) % len(active) % len(usable)]
+    return dealt
 
 
 def _like(contract: Contract, row: dict[str, str], backend: str, device: str) -> st.SearchStrategy[Case]:

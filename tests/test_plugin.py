@@ -190,7 +190,8 @@ def test_at_80_columns_a_failed_checks_verdict_case_and_repro_are_in_the_log(gat
     result = gathers.runpytest_subprocess("test_gathers.py", "--gather-max-examples", "8", "--gather-seed", "3")
     result.assert_outcomes(passed=1, failed=2, warnings=2)
     lines = result.stdout.lines
-    section = lines[next(n for n, line in enumerate(lines) if "gather-harness: failed checks" in line):]
+    start = next(n for n, line in enumerate(lines) if "gather-harness: failed checks" in line)
+    section = lines[start:next(n for n in range(start + 1, len(lines)) if lines[n].startswith("=="))]
     assert all(len(line) <= 80 for line in section), [line for line in section if len(line) > 80]
     text = "\n".join(section)
     for wanted in ("FAILED test_gathers.py::test_gather[gathers.py:upcast-contract1]", "gathers.py:upcast: dtype (seed 3)",
