@@ -6,6 +6,8 @@ that are not all zero: right until the data itself holds a zero row.  The harnes
     python -m harness check examples/buggy.py:gather --max-examples 50
 """
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -21,5 +23,5 @@ def gather(x, dim=0):
     pieces = [torch.empty_like(padded) for _ in lengths]
     dist.all_gather(pieces, padded)
     rows = torch.cat(pieces)
-    keep = rows.reshape(rows.shape[0], -1).ne(0).any(dim=1)
+    keep = rows.reshape(rows.shape[0], math.prod(rows.shape[1:])).ne(0).any(dim=1)
     return rows[keep].movedim(0, dim)
