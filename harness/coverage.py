@@ -573,6 +573,11 @@ def completable(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> bool
     return completion(row, domain) is not None
 
 
+def needs_value(axis: str, row: dict[str, str]) -> bool:
+    """Whether a full row gives ``axis`` a value: every axis but the cotangent's of a dtype without gradients."""
+    return axis != "cotangent layout" or row.get("dtype", "float32") in DIFFERENTIABLE_DTYPES
+
+
 def completion(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> dict[str, str] | None:
     """``row`` given a value on every other axis of ``domain`` (the first that works, in the
     domain's order), or ``None`` where :func:`completable` says no: a witness, so that a caller
@@ -582,7 +587,7 @@ def completion(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> dict[
     axis = next((a for a in domain if a not in row), None)
     if axis is None:
         return row
-    if axis == "cotangent layout" and row.get("dtype", "float32") not in DIFFERENTIABLE_DTYPES:
+    if not needs_value(axis, row):
         return completion(row, {a: v for a, v in domain.items() if a != axis})
     return next((found for value in domain[axis] if (found := completion({**row, axis: value}, domain)) is not None),
                 None)

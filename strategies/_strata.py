@@ -41,6 +41,7 @@ from harness.coverage import (
     completable,
     completion,
     interactions,
+    needs_value,
     pair_label,
     possible_pairs,
 )
@@ -165,8 +166,7 @@ def _candidate(domain: dict[str, tuple[str, ...]], uncovered: set[str], start: s
 
 def _whole(row: dict[str, str], domain: dict[str, tuple[str, ...]]) -> bool:
     """Every axis of ``domain`` has a value in ``row`` (but the cotangent's, for a dtype without gradients)."""
-    return all(axis in row or axis == "cotangent layout" and row.get("dtype", "float32") not in DIFFERENTIABLE_DTYPES
-               for axis in domain)
+    return all(axis in row or not needs_value(axis, row) for axis in domain)
 
 
 def _covered(row: dict[str, str]) -> set[str]:
