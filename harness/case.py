@@ -106,6 +106,10 @@ class Case:
     - ``world_group``: a target whose group parameter is optional is given the world group
       (``group=WORLD`` in the case line) instead of being called without it; cases without a
       layout only.  It is part of the case, so a replay or a repro makes the same call.
+    - ``scatter_dim``: an all-to-all that is a re-layout: each rank's input is split along
+      this dim (its ``splits``, the same on every member of a group), and the pieces a rank
+      receives are concatenated along ``dim`` (where ranks may hold different lengths);
+      ``None``: both are ``dim``.
     """
 
     ranks: tuple[RankSpec, ...]
@@ -119,6 +123,7 @@ class Case:
     world_group: bool = False
     collective: str = "gather"
     op: str = "sum"
+    scatter_dim: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
@@ -147,15 +152,39 @@ class Case:
             raise ValueError(f"op={self.op!r}: {self.collective} takes {', '.join(kind.ops) or 'no reduction'}")
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
+        self._check_relayout()
         for r, spec in enumerate(self.ranks):
             members = self.members(r)
             if self.collective != "all-to-all" or not members:
                 if spec.splits:
                     raise ValueError(f"rank {r} splits={spec.splits}: only a member of an all-to-all sends splits")
                 continue
-            if len(spec.splits) != len(members) or sum(spec.splits) != self.lengths[r]:
+            length = spec.shape[self.split_axis]
+            if len(spec.splits) != len(members) or sum(spec.splits) != length:
                 raise ValueError(f"rank {r} splits={spec.splits}: need one per member of {members}, summing to its "
-                                 f"length {self.lengths[r]} along dim {self.dim}")
+                                 f"length {length} along dim {self.split_axis}")
+            if self.relayout and spec.splits != self.ranks[members[0]].splits:
+                raise ValueError(f"rank {r} splits={spec.splits}: in a re-layout every member of a group sends each "
+                                 f"the same pieces, as rank {members[0]} does: {self.ranks[members[0]].splits}")
+
+    def _check_relayout(self) -> None:
+        if self.scatter_dim is None:
+            return
+        if self.collective != "all-to-all":
+            raise ValueError(f"scatter_dim={self.scatter_dim}: only an all-to-all scatters along another dim")
+        if not -self.ndim <= self.scatter_dim < self.ndim or self.scatter_dim % self.ndim == self.dim % self.ndim:
+            raise ValueError(f"scatter_dim={self.scatter_dim}: need a dim of the {self.ndim}-d inputs other than "
+                             f"dim={self.dim}")
+
+    @property
+    def relayout(self) -> bool:
+        """An all-to-all scattering one dim and gathering along another (:attr:`scatter_dim`)."""
+        return self.scatter_dim is not None
+
+    @property
+    def split_axis(self) -> int:
+        """The axis (0..ndim-1) an all-to-all splits each rank's input along into its ``splits``."""
+        return (self.dim if self.scatter_dim is None else self.scatter_dim) % max(self.ndim, 1)
 
     def _check_groups(self) -> None:
         members = [r for group in self.groups for r in group]
@@ -183,8 +212,11 @@ class Case:
     def is_ragged(self) -> bool:
         """Some group holds different lengths along the gather dim (in an all-to-all: sends
         different split sizes)."""
-        if self.collective == "all-to-all":
-            return any(len({n for m in group for n in self.ranks[m].splits}) > 1 for group in self.layout())
+        if self.collective == "all-to-all" and any(len({n for m in group for n in self.ranks[m].splits}) > 1
+                                                   for group in self.layout()):
+            return True
+        if self.collective == "all-to-all" and not self.relayout:
+            return False
         return any(len({self.lengths[m] for m in group}) > 1 for group in self.layout())
 
     def layout(self) -> tuple[tuple[int, ...], ...]:
@@ -223,7 +255,7 @@ class Case:
             return spec
         at = members.index(gone)
         shape = list(spec.shape)
-        shape[self.dim % self.ndim] -= spec.splits[at]
+        shape[self.split_axis] -= spec.splits[at]
         return replace(spec, shape=tuple(shape), splits=spec.splits[:at] + spec.splits[at + 1:])
 
     def merged(self, rank: int) -> Case | None:
@@ -275,7 +307,9 @@ class Case:
             return self.ranks[rank].shape
         if self.collective == "all-to-all":
             shape = list(self.ranks[rank].shape)
-            shape[self.dim % self.ndim] = sum(self.received(rank))
+            shape[self.dim % self.ndim] = sum(self.sent_rows(m, rank) for m in self.members(rank))
+            if self.relayout:
+                shape[self.split_axis] = self.received(rank)[0]
             return tuple(shape)
         return self.gathered_shape(rank)
 
@@ -284,19 +318,27 @@ class Case:
         return [self.lengths[m] for m in self.members(rank)]
 
     def received(self, rank: int) -> list[int]:
-        """All-to-all: the rows each member of ``rank``'s group sends it (its ``output_split_sizes``)."""
+        """All-to-all: the rows (along the split axis) each member of ``rank``'s group sends it."""
         members = self.members(rank)
         return [self.ranks[s].splits[members.index(rank)] for s in members]
 
+    def sent_rows(self, sender: int, receiver: int) -> int:
+        """All-to-all: how long the piece from ``sender`` is along ``dim`` in ``receiver``'s result:
+        the rows it sends (a one-dim all-to-all), or its whole length (a re-layout); together,
+        ``receiver``'s ``output_split_sizes``."""
+        if self.relayout:
+            return self.lengths[sender]
+        return self.ranks[sender].splits[self.members(sender).index(receiver)]
+
     def sent_offset(self, sender: int, receiver: int) -> int:
-        """All-to-all: where the rows ``sender`` sends ``receiver`` start along dim in its input."""
+        """All-to-all: where the rows ``sender`` sends ``receiver`` start along the split axis in its input."""
         members = self.members(sender)
         return sum(self.ranks[sender].splits[: members.index(receiver)])
 
     def received_offset(self, receiver: int, sender: int) -> int:
-        """All-to-all: where the rows from ``sender`` start along dim in ``receiver``'s result."""
+        """All-to-all: where the piece from ``sender`` starts along dim in ``receiver``'s result."""
         members = self.members(receiver)
-        return sum(self.received(receiver)[: members.index(sender)])
+        return sum(self.sent_rows(m, receiver) for m in members[: members.index(sender)])
 
     def describe(self) -> str:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
@@ -305,7 +347,8 @@ class Case:
         convention other than ``tensor`` as ``output=list``, the world group passed to an
         optional group parameter as ``group=WORLD``.
         """
-        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
+        dims = f"dim={self.dim}" if self.scatter_dim is None else f"scatter_dim={self.scatter_dim} gather_dim={self.dim}"
+        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} {dims} grad={self.grad}"
         if self.collective != "gather":
             reduces = COLLECTIVES[self.collective].reduces
             head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"
@@ -326,11 +369,11 @@ class Case:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        """The case as plain data; ``world_group``, ``collective``, ``op`` and a rank's ``splits``
+        """The case as plain data; ``world_group``, ``collective``, ``op``, ``scatter_dim`` and a rank's ``splits``
         only when not their defaults, so every other case reads (and hashes, as the sampled
         stability calls do) as it did before the fields existed."""
         data = asdict(self)
-        for name in ("world_group", "collective", "op"):
+        for name in ("world_group", "collective", "op", "scatter_dim"):
             if data[name] == Case.__dataclass_fields__[name].default:
                 del data[name]
         for spec in data["ranks"]:

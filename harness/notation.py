@@ -16,6 +16,10 @@ reduce-scatter(sum) or all-to-all
                    first, when the case is not a gather's: the collective (and its reduction)
 W=2 gloo/cpu       the world size, the backend and the device
 float32 dim=0      the dtype, and the dim gathered along (a negative dim counts from the end)
+scatter_dim=2 gather_dim=1
+                   in place of dim, in an all-to-all that is a re-layout (heads for
+                   sequence): the dim each rank splits into one piece per rank of its
+                   group, and the dim the pieces received are concatenated along
 grad=sum           the gradient contract checked: none, local, sum or mean (see README);
                    adjoint for a reduce-scatter or an all-to-all
 output=list        how the result was read, when not a tensor: list (one per rank; in an
