@@ -212,7 +212,7 @@ class Contract:
       probed with ragged input only under ``--probe-misuse``.
     - ``dims``: ``"0"`` (gather along dim 0 only) or ``"any"`` (any dim, negative included).
     - ``dtypes``: the dtype names the variant claims to handle.
-    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see README).
+    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see docs/properties.md).
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
       ``auto`` to let the probe detect it.
     - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target; ``None``

@@ -1,7 +1,7 @@
 """How to read a case line: the notation of :meth:`harness.case.Case.describe`, explained once.
 
 Printed by ``python -m harness explain-case`` (a failure's output points there) and shown
-in the README, which holds this very text (a test keeps the two the same).  This module
+in ``docs/case-notation.md``, which holds this very text (a test keeps the two the same).  This module
 imports nothing, so the command answers at once.
 """
 
@@ -20,8 +20,8 @@ scatter_dim=2 gather_dim=1
                    in place of dim, in an all-to-all that is a re-layout (heads for
                    sequence): the dim each rank splits into one piece per rank of its
                    group, and the dim the pieces received are concatenated along
-grad=sum           the gradient contract checked: none, local, sum or mean (see README);
-                   adjoint for a reduce-scatter or an all-to-all
+grad=sum           the gradient contract checked: none, local, sum or mean; adjoint for a
+                   reduce-scatter or an all-to-all (see docs/properties.md)
 output=list        how the result was read, when not a tensor: list (one per rank; in an
                    all-to-all, the rows from each), stack (a (W, ...) tensor), first (a
                    tuple starting with the result, e.g. (output, handle))

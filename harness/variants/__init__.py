@@ -68,8 +68,8 @@ class Need:
     """Names of ``module`` a variant calls that not every supported torch release has.
 
     ``since`` is the first torch minor release that has every one of them, measured by
-    looking them up on each release from the floor (torch 2.4) to the newest (README,
-    "Supported torch versions").  Whether they are there is asked of the installed torch
+    looking them up on each release from the floor (torch 2.4) to the newest
+    (docs/torch-versions.md).  Whether they are there is asked of the installed torch
     itself (an import of a torch module, never of variant code), so a backport or a
     removal is seen as it is; ``since`` only words the message.
     """
