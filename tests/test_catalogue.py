@@ -133,6 +133,10 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                           "gloo's alltoall (list form) takes equal sizes only: ragged splits raise 'invalid "
                           "tensor size'; on a subgroup the forward raises 'Global rank 0 is not part of group' "
                           "(pytorch#130515)"),
+    # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
+    "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
+                              "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "
+                              "world between sequence and batch: wrong gradients for a batch of two or more"),
 }
 #: Variants whose flaws show only intermittently: every finding must be one of the known ones.
 INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {

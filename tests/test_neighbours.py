@@ -493,3 +493,52 @@ def test_a_relayout_by_reshape_mixes_batch_and_sequence_and_is_found_with_a_batc
     findings = search(pool, "relayout_by_reshape", **A2A, ragged=False, scatter_dim="2", gather_dim="1", ndims=(4, 4))
     case = findings["values"].case
     assert case.world_size == 2 and case.ranks[0].shape[0] == 2, case.describe()
+
+
+class _DeepSpeedNewer(torch.autograd.Function):
+    """DeepSpeed's later ``_SeqAllToAll`` signature (``batch_dim_idx`` and stream/handle parameters)."""
+
+    @staticmethod
+    def forward(ctx, group, input, scatter_idx, gather_idx, batch_dim_idx, stream=None, handle=None, type=None,
+                is_fwd=True): ...
+
+
+class _Yunchang(torch.autograd.Function):
+    """yunchang's ``SeqAllToAll4D`` signature with its ``use_sync`` flag."""
+
+    @staticmethod
+    def forward(ctx, group, input, scatter_idx, gather_idx, use_sync=False): ...
+
+
+def test_the_seven_published_signatures_are_called_as_written() -> None:
+    """The issue's seven forms, by signature: each is planned without a wrapper; the two with
+    DeepSpeed's ``batch_dim_idx`` (where the batch dim sits, which no case varies) take it as a
+    fixed argument, and are refused without it, naming it."""
+    from harness.variants.relayouts import DeepSpeedSeqAllToAll, colossalai_all_to_all
+
+    def single_all_to_all(input, scatter_idx, gather_idx, group): ...  # DeepSpeed, before batch_dim_idx
+    def single_all_to_all_newer(input, scatter_idx, gather_idx, batch_dim_idx, group, async_op=False, handle=None,
+                                type=None): ...
+    def all_to_all(x, output_split_sizes, input_split_sizes, group, async_op=False): ...  # megablocks
+    from tests.planted_neighbours import alltoallv  # DGL's
+
+    roles = ROLES["all-to-all"]
+    as_written = {
+        "DeepSpeed _SeqAllToAll": plan_call(DeepSpeedSeqAllToAll, roles=roles),
+        "DeepSpeed _SeqAllToAll (batch_dim_idx)": plan_call(_DeepSpeedNewer, roles=roles,
+                                                            kwargs=(("batch_dim_idx", "0"),)),
+        "DeepSpeed single_all_to_all": plan_call(single_all_to_all, roles=roles),
+        "DeepSpeed single_all_to_all (batch_dim_idx)": plan_call(single_all_to_all_newer, roles=roles,
+                                                                 kwargs=(("batch_dim_idx", "0"),)),
+        "yunchang SeqAllToAll4D": plan_call(_Yunchang, roles=roles),
+        "ColossalAI all_to_all_comm": plan_call(colossalai_all_to_all, roles=roles),
+        "megablocks all_to_all": plan_call(all_to_all, roles=roles),
+        "DGL alltoallv": plan_call(alltoallv, roles=roles),
+    }
+    relayouts = [name for name, call in as_written.items() if call.takes_scatter_dim]
+    assert len(relayouts) == 6 and "yunchang SeqAllToAll4D" in relayouts
+    assert as_written["yunchang SeqAllToAll4D"].describe() == "_Yunchang.apply(group, x, scatter_dim, gather_dim)"
+    assert as_written["DeepSpeed single_all_to_all (batch_dim_idx)"].describe() == (
+        "single_all_to_all_newer(x, scatter_idx=scatter_dim, gather_idx=gather_dim, batch_dim_idx=0, group=group)")
+    with pytest.raises(Misfit, match="needs 'batch_dim_idx'"):
+        plan_call(_DeepSpeedNewer, roles=roles)
