@@ -136,12 +136,16 @@ class Case:
             raise ValueError("0-d inputs need output='stack' and dim=0")
         if ndim and not -ndim <= self.dim < ndim:
             raise ValueError(f"dim={self.dim} is out of range for {ndim}-d shapes")
-        d = self.dim % ndim if ndim else 0
+        # ranks differ along dim; a re-layout's groups also each cut their own scatter dim
+        free = {self.dim % ndim if ndim else 0}
+        if self.scatter_dim is not None and ndim and -ndim <= self.scatter_dim < ndim:
+            free.add(self.scatter_dim % ndim)
         for r, spec in enumerate(self.ranks):
             if len(spec.shape) != ndim or any(
-                a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i != d
+                a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i not in free
             ):
-                raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off dim {self.dim}")
+                off = f"dim {self.dim}" + ("" if len(free) == 1 else f" and scatter_dim {self.scatter_dim}")
+                raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off {off}")
         self._check_groups()
         self._check_collective()
 

@@ -11,6 +11,7 @@ passes (DGL's ``alltoallv``), each correct one with a planted twin, or the refus
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -226,7 +227,8 @@ def relayout_by_reshape(x: torch.Tensor, scatter_idx: int, gather_idx: int, grou
     shape = list(x.shape)
     scatter = scatter_idx % x.ndim
     shape[scatter] //= world
-    send = x.reshape([-1, world, shape[scatter], *shape[scatter + 1:]]).transpose(0, 1).contiguous()
+    leading = math.prod(shape[:scatter])  # written out, not -1: an empty input reshapes too
+    send = x.reshape([leading, world, shape[scatter], *shape[scatter + 1:]]).transpose(0, 1).contiguous()
     received = torch.empty_like(send)
     dist.all_to_all_single(received, send, group=group)
     shape[gather_idx % x.ndim] *= world
