@@ -120,6 +120,8 @@ class Prepared:
 
     not_drawn: tuple[str, ...]
     probe: Probe
+    #: Why :attr:`not_drawn` are not, in words that fit the collective (``""``: all are drawn).
+    not_drawn_why: str = ""
 
 
 def check_gather(
@@ -349,7 +351,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
     found.advice += [note] if note else []
-    return Prepared(missing, found)
+    return Prepared(missing, found, caps.refusal(missing, options.contract.collective) if missing else "")
 
 
 def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,

@@ -223,8 +223,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     ]
     lines += [f"  note: {note}" for note in [*prepared.probe.notes, *prepared.probe.advice]]
     if not_drawn:
-        them = "it" if len(not_drawn) == 1 else "them"
-        lines.append(f"  not drawn: {', '.join(not_drawn)} ({contract.backends[0]} cannot all_gather {them})")
+        lines.append(f"  not drawn: {', '.join(not_drawn)} ({prepared.not_drawn_why})")
     return "\n".join(lines)
 
 

@@ -357,6 +357,11 @@ class _Planner:
         if first is None:
             raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
                          f"first, as in f(x) or f(x, dim)")
+        if first.name in ("self", "cls") and not (self.apply or self.module):
+            raise Misfit(f"{self.written} is a method (its first parameter is {first.name!r}), named through its "
+                         f"class: the harness has no instance to call it on; name an instance made at module level "
+                         f"(module:instance.{self.name}), or wrap it, e.g. def {self._wrapper()}(x, dim): return "
+                         f"MyClass(...).{self.name}(x, dim)")
         leading = self._leading(parameters)  # f(group, x, ...), f(rank, world_size, outputs, inputs)
         if leading:
             first = parameters[len(leading)]
@@ -364,7 +369,7 @@ class _Planner:
             raise Misfit(f"{self.written}: x would go to {first.name!r}, which names an output the caller allocates; "
                          f"the harness fills only an all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}) "
                          f"given before its input, so check it through a wrapper that allocates the output, passes "
-                         f"it and returns it, e.g. def {self._kind()}(x, dim): out = ...; {self.name}(out, x, ...); "
+                         f"it and returns it, e.g. def {self._wrapper()}(x, dim): out = ...; {self.name}(out, x, ...); "
                          f"return out")
         rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
         roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
@@ -452,6 +457,12 @@ class _Planner:
         following = parameters[len(leading):len(leading) + 1]
         return leading if following and following[0].kind in _POSITIONAL else []
 
+    def _wrapper(self) -> str:
+        """A wrapper's name in messages: the kind of target, unless that is the target's own name
+        (``def gather(x, dim): return gather(x, ...)`` would call itself)."""
+        kind = self._kind()
+        return f"checked_{kind}" if self.name.rpartition(".")[2] == kind else kind
+
     def _kind(self) -> str:
         """What the target is, for a wrapper's name in messages: ``gather`` or ``collective``."""
         return "collective" if "scatter_dim" in self.names["dim"] else "gather"
@@ -524,7 +535,7 @@ class _Planner:
         if collective:
             return (f"{parameter.name!r} is how a {collective} is told its sizes: if {self.name} computes a "
                     f"{collective}, check it with --collective {collective} (collective={collective!r} from Python)")
-        wrapper = f"def {self._kind()}(x, dim): return {self.name}(x, ...)"
+        wrapper = f"def {self._wrapper()}(x, dim): return {self.name}(x, ...)"
         if parameter.name in _OUTPUT_NAMES:
             return (f"{parameter.name!r} looks like an output the caller allocates: the harness fills only an "
                     f"all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}), so check it through a "

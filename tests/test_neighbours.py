@@ -542,3 +542,15 @@ def test_the_seven_published_signatures_are_called_as_written() -> None:
         "single_all_to_all_newer(x, scatter_idx=scatter_dim, gather_idx=gather_dim, batch_dim_idx=0, group=group)")
     with pytest.raises(Misfit, match="needs 'batch_dim_idx'"):
         plan_call(_DeepSpeedNewer, roles=roles)
+
+
+def test_a_dtype_not_drawn_is_explained_in_the_words_of_the_collective_checked() -> None:
+    from harness.capabilities import Capabilities
+
+    caps = Capabilities("gloo", "cpu", "2.13", {("int16", "all_gather"): "no", ("int16", "all_to_all_single"): "no",
+                                                ("bool", "all_gather"): "no", ("bool", "reduce_scatter_tensor"): "ok"})
+    assert caps.refusal(("int16",)) == "gloo cannot all_gather it"
+    assert caps.refusal(("int16",), "all-to-all") == ("gloo cannot all_gather it nor all_to_all_single it, so no "
+                                                      "all-to-all of it is checked")
+    assert caps.refusal(("int16", "bool"), "reduce-scatter") == ("gloo cannot all_gather them, so no reduce-scatter "
+                                                                 "of them is checked")
