@@ -25,7 +25,8 @@ grad=sum           the gradient contract checked: none, local, sum or mean; adjo
 output=list        how the result was read, when not a tensor: list (one per rank; in an
                    all-to-all, the rows from each), stack (a (W, ...) tensor), first (a
                    tuple starting with the result, e.g. (output, handle))
-groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
+groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order
+                   (rank 2 is group rank 1 of {{0,2}}, rank 1 group rank 0 of {{1}});
                    a rank in no group shows as "r3 idle" and does not call the gather
 | r1 ...           what each rank holds, rank 0 first:
   (1,2)            the shape of its input; in a reduce-scatter (5,2)->slot (1,2): what it
