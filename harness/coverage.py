@@ -499,14 +499,17 @@ class Coverage:
         return "·" if self.in_space(world_size, dtype) else ""
 
     def _never_lines(self, width: int) -> list[str]:
-        """``never reached (3): W=4 bfloat16, complex128; dim=-4``: cells grouped by W (runs of
-        rows never reached as one range), two lines at most."""
+        """``never reached (2 cells, 1 axis value): W=4 bfloat16, complex128; dim=-4``: cells grouped
+        by W (runs of rows never reached as one range), counted apart from axis values (beside
+        "N of M cells reached"), two lines at most."""
         missing = self.never_reached()
         if not missing:
             return ["never reached: nothing; every cell and axis value of the space came up"]
         items = [f"{world_label(lo, hi)} {gone}" for lo, hi in self.matrix_rows() if (gone := self._missing_in_row(lo))]
-        items += [label for label in missing if not label.startswith("W=")]
-        return _two_lines(f"never reached ({len(missing)}): " + "; ".join(items), width)
+        values = [label for label in missing if not label.startswith("W=")]
+        cells = len(missing) - len(values)
+        counts = [f"{n} {what}{'' if n == 1 else 's'}" for n, what in ((cells, "cell"), (len(values), "axis value")) if n]
+        return _two_lines(f"never reached ({', '.join(counts)}): " + "; ".join(items + values), width)
 
     def _missing_in_row(self, world_size: int) -> str:
         """The space's dtypes never reached at ``world_size``: ``every dtype``, a list, or ``""``."""
