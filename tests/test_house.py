@@ -41,7 +41,7 @@ RANK_SIDE = frozenset({
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
     "harness.variants.lucidrains", "harness.variants.neighbours", "harness.variants.padded",
-    "harness.variants.plain",
+    "harness.variants.plain", "harness.variants.relayouts",
     "harness.variants.torch_paths",
 })
 #: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
