@@ -203,15 +203,10 @@ class SeqAllToAll(torch.autograd.Function):
         return None, SeqAllToAll.apply(ctx.group, grad, ctx.gather_idx, ctx.scatter_idx), None, None
 
 
-class SeqAllToAllUnswappedGrad(torch.autograd.Function):
+class SeqAllToAllUnswappedGrad(SeqAllToAll):
     """``SeqAllToAll`` whose backward makes the forward's re-layout again instead of the reverse one
     (dims not swapped): right at W=1, where a re-layout moves nothing; at W=2 the gradient has the
     wrong shape."""
-
-    @staticmethod
-    def forward(ctx: Any, group: Any, input: torch.Tensor, scatter_idx: int, gather_idx: int) -> torch.Tensor:
-        ctx.group, ctx.scatter_idx, ctx.gather_idx = group, scatter_idx, gather_idx
-        return _seq_all_to_all(input, scatter_idx, gather_idx, group)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None, None]:
