@@ -14,7 +14,7 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
 Argument mistakes and a target path that is not there (or does not parse) are told before
-torch is imported.  ``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks
+torch is imported.  ``fuzz`` lives in :mod:`harness.fuzz`, ``replay`` in :mod:`harness.replay`; ``--listen`` (ranks
 started by torchrun) in :mod:`harness.remote_driver`; ``explain-case`` prints the case notation
 (:mod:`harness.notation`).
 """
