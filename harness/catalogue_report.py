@@ -10,8 +10,14 @@ behaviour (with ``--probe-misuse``); then the findings that failed in some repla
 ``--html`` the coverage page of the whole report.
 
 The table is reproducible: every variant runs with a fixed seed (:func:`variant_seed`) and no
-example database, and only findings that fail on every replay enter it, so the same versions
-print the same table on every run.
+example database, shrinking is bounded by counts (:data:`SHRINK_FAULT_STEPS`,
+:data:`MAX_SHRINK_STEPS`), never by seconds, only findings that fail on every replay enter it,
+and a variant with a known torch race (``VariantSpec.race``) does not draw the racy part of its
+contract and says so the same way every run; so the same versions print the same table on every
+run, on a quiet machine or a loaded one.  Two variants run at a time (:func:`check_all`): this
+process checks one share on its pool, a worker process the other on its own, on a plan made from
+the specs alone (:func:`plan`), and the table is printed in catalogue order.  The text fits
+:data:`WIDTH` columns (:func:`text_report`).
 
 A variant whose torch path the installed release lacks (``VariantSpec.needs``, e.g. the public
 DTensor module before torch 2.5) is not run: its row says ``unavailable: needs torch >= X.Y``
@@ -21,12 +27,10 @@ The report is informational (the expected verdicts are asserted by the project's
 exit status 0 when every available variant's verdict was obtained, 3 when some variant could
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
-Budget, measured on the 2-core CPU box (torch 2.13, dev profile, empty example database):
-:data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant takes about 1 minute for the whole
-catalogue, leaving room under the 5-minute limit for shrinking and a busy machine.  Misuse
-probes are off by default: equal-only variants given ragged input hang by design, every
-hanging example costs the full timeout, and shrinking one such counterexample took Hypothesis
-up to its own 5-minute cap per variant (``plain_all_gather``: 305 s).
+Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant.  What the whole catalogue costs
+is in the README ("The main job"): about 250 CPU-seconds in all (torch 2.13, gloo), shared by the
+two workers.  Misuse probes are off by default: equal-only variants given ragged input hang by
+design, and every hanging example costs the full timeout.
 """
 
 from __future__ import annotations
@@ -80,8 +84,15 @@ JOBS = 2
 #: What a variant costs, in seconds on the 2-core box with both workers busy (measured with
 #: ``report --json``): the plan that shares the variants between the workers is made from these,
 #: longest first, so that it is the same on every run.  A variant not listed counts as :data:`COST_S`.
-COSTS_S: dict[str, float] = {}
-COST_S = 2.0
+COSTS_S: dict[str, float] = {
+    "bolts_sync_function": 5, "lucidrains_all_reduce": 7, "torch_nn_all_gather": 7, "torch_nn_all_gather_groups": 4,
+    "all_gather_object": 6, "dtensor_redistribute_uneven": 8, "funcol_all_gather_into_tensor_coalesced": 9,
+    "dtensor_mesh2d": 23, "funcol_mesh2d": 21, "ours_local": 6, "rs_reduce_scatter_single": 6,
+    "rs_reduce_scatter_tensor": 6, "rs_reduce_scatter_tensor_max": 5, "rs_reduce_scatter_list": 8,
+    "rs_nn_reduce_scatter": 9, "rs_megatron_ragged": 14, "a2a_all_to_all_single": 12, "a2a_all_to_all_list": 10,
+    "a2a_funcol_all_to_all_single": 12, "a2a_nn_all_to_all": 32,
+}
+COST_S = 3.0
 #: A worker process's start (imports, its own rank forkserver), counted in the plan.
 WORKER_START_S = 4.0
 
