@@ -7,12 +7,19 @@ for their end (a shell pipeline, ``subprocess.run(capture_output=True)``, CI) wa
 It has nothing to flush or save, so its exit skips that finalization.  Ranks forked from it
 inherit the registration but never run it: they leave through ``os._exit`` themselves, and
 the check of the process id would skip it anyway.
+
+Every process forked from it starts with Ctrl-C ignored (multiprocessing's forkserver hands its
+children the SIGINT disposition it found after its imports): Ctrl-C is the driver's to handle, and
+it stops them; a rank still starting when it came printed a ``KeyboardInterrupt`` traceback from
+multiprocessing's bootstrap, before its own code could ignore it.
 """
 
 import atexit
 import os
+import signal
 
 _SERVER_PID = os.getpid()
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _exit_at_once() -> None:

@@ -66,10 +66,11 @@ class CheckOptions:
     ``dtype_text`` is the ``--dtypes`` text as written: a dtype the backend cannot gather is
     silently skipped when it came from a group (``all``, ``int``, ...) and an error when it
     was named explicitly.  ``profile`` is a Hypothesis profile name (``None``: the default).
-    The last three are the catalogue report's (:mod:`harness.catalogue_report`): ``annotate``
+    The last five are the catalogue report's (:mod:`harness.catalogue_report`): ``annotate``
     (default) adds what a person reading one check needs (the differentiable-target note,
     hints, two repro scripts per finding; the catalogue's table does without, and runs no
-    extra case for them), ``track_semantics`` and ``shrink_budget_s`` go to the engine
+    extra case for them), ``track_semantics`` and the shrinking bounds (``shrink_budget_s``,
+    ``shrink_fault_steps``, ``max_shrink_steps``) go to the engine
     (:class:`~harness.search.SearchSettings`).
     """
 
@@ -88,6 +89,8 @@ class CheckOptions:
     annotate: bool = True
     track_semantics: bool = True
     shrink_budget_s: float = SearchSettings.shrink_budget_s
+    shrink_fault_steps: int | None = SearchSettings.shrink_fault_steps
+    max_shrink_steps: int = SearchSettings.max_shrink_steps
 
     def option_values(self) -> dict[str, Any]:
         """These options as :data:`~harness.options.OPTIONS` values (what :func:`bind` was given)."""
@@ -106,6 +109,7 @@ class CheckOptions:
         return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
                               timeout=self.timeout, probe_misuse=self.probe_misuse,
                               base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
+                              shrink_fault_steps=self.shrink_fault_steps, max_shrink_steps=self.max_shrink_steps,
                               track_semantics=self.track_semantics)
 
 

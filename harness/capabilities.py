@@ -68,13 +68,12 @@ class Capabilities:
 
     def table(self) -> str:
         """A fixed-width matrix: one row per dtype, one column per op."""
-        width = max(len(op) for op in OPS)
         ranks = f"{self.world_size} rank{'s' if self.world_size > 1 else ''}"
         lines = [f"{self.backend}/{self.device} capabilities, torch {self.torch_version} ({ranks})",
-                 "dtype".ljust(14) + " ".join(op.ljust(width) for op in OPS)]
+                 "  ".join(["dtype".ljust(13), *OPS])]
         for dtype in PROBED_DTYPES:
-            marks = ["yes" if self.supports(dtype, op) else "no" for op in OPS]
-            lines.append(dtype.ljust(14) + " ".join(mark.ljust(width) for mark in marks))
+            marks = [("yes" if self.supports(dtype, op) else "no").ljust(len(op)) for op in OPS]
+            lines.append("  ".join([dtype.ljust(13), *marks]).rstrip())
         return "\n".join(lines)
 
 

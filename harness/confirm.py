@@ -19,7 +19,6 @@ race).  Before it is reported, each finding is
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +31,9 @@ REPLAYS = 3
 FAULTS = frozenset({"hang", "crash", "desync", "exception"})
 #: How many single earlier cases are tried as the history before the whole history is.
 SINGLE_TRIES = 16
-HISTORY_BUDGET_S = 30.0
+#: How many replays the search for a failure's shortest history may run: a count, not seconds, so
+#: a loaded machine finds the same history as a quiet one (the catalogue's table must not vary).
+HISTORY_REPLAYS = 48
 #: How many replays running a history must fail for a hang or crash to be put down to it.
 HISTORY_FAULT_TIMES = 2
 
@@ -68,13 +69,14 @@ def _alone(finding: Finding, replay: Replay) -> None:
 def _with_history(finding: Finding, replay: Replay) -> None:
     """The shortest history (one case, else delta debugging over all of them) after which it fails."""
     history = list(finding.seen_after)
-    deadline = time.monotonic() + HISTORY_BUDGET_S
+    budget = _Budget(HISTORY_REPLAYS)
     # A hang or crash carries nothing of the target's own, so one replay that stalls is not yet
     # evidence against it (the machine can stall one): such a failure must come back twice running.
     times = HISTORY_FAULT_TIMES if finding.kind in UNEXPLAINED_KINDS else 1
 
     def fails(earlier: Sequence[tuple[Case, bool]]) -> bool:
         for _ in range(times):
+            budget.left -= 1
             violations = replay(finding.case, earlier)
             if not violations:
                 return False
@@ -85,10 +87,20 @@ def _with_history(finding: Finding, replay: Replay) -> None:
         if fails([earlier]):
             finding.history, finding.status = (earlier,), "history-dependent"
             return
-        if time.monotonic() > deadline:
+        if budget.spent():
             return
     if fails(history):
-        finding.history, finding.status = tuple(_shortest(history, fails, deadline)), "history-dependent"
+        finding.history, finding.status = tuple(_shortest(history, fails, budget)), "history-dependent"
+
+
+class _Budget:
+    """Replays left to a history search (:data:`HISTORY_REPLAYS`)."""
+
+    def __init__(self, replays: int) -> None:
+        self.left = replays
+
+    def spent(self) -> bool:
+        return self.left <= 0
 
 
 def _describe(finding: Finding, violations: list[Violation]) -> None:
@@ -100,10 +112,10 @@ def _describe(finding: Finding, violations: list[Violation]) -> None:
 
 
 def _shortest(history: list[tuple[Case, bool]], fails: Callable[[Sequence[tuple[Case, bool]]], bool],
-              deadline: float) -> list[tuple[Case, bool]]:
+              budget: _Budget) -> list[tuple[Case, bool]]:
     """Delta debugging (ddmin): drop chunks of the history while it still makes the case fail."""
     chunks = 2
-    while len(history) > 1 and time.monotonic() < deadline:
+    while len(history) > 1 and not budget.spent():
         size = max(1, len(history) // chunks)
         for start in range(0, len(history), size):
             rest = history[:start] + history[start + size:]

@@ -42,7 +42,7 @@ def stop() -> None:
     this (its test suite's); without it (another Python) they end on their own, as before.
     """
     for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
-        with contextlib.suppress(AttributeError, OSError, ChildProcessError):
+        with contextlib.suppress(AttributeError, OSError, ChildProcessError, TypeError):  # TypeError: never started
             server._stop()  # type: ignore[union-attr]
 
 

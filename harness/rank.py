@@ -310,8 +310,15 @@ def _join_group(init: RankInit) -> None:
 
 
 def _redirect_output(path: str) -> None:
-    """Send this rank's stdout/stderr (C++ aborts included) to its log file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    """Send this rank's stdout/stderr (C++ aborts included) to its log file.
+
+    Its directory is gone only when the pool closed while this rank was starting (a spare,
+    started in the background, at Ctrl-C): nothing is left for it to do, nor anyone to tell.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except FileNotFoundError:
+        os._exit(0)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

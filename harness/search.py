@@ -208,6 +208,10 @@ class SearchSettings:
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
     - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
       (see :meth:`_Session.search`).
+    - ``shrink_fault_steps``: when set, shrinking is bounded by counts only: at most this many
+      steps that hung, crashed or desynced, in place of ``shrink_budget_s`` and its wall-clock
+      last resort, so a loaded machine shrinks to the same case as a quiet one (the catalogue
+      report's); ``max_shrink_steps`` bounds the steps of every kind.
     - ``track_semantics``: count which gradient contracts the gradients matched
       (:meth:`CheckReport.de_facto_semantics`).
     """
@@ -219,6 +223,8 @@ class SearchSettings:
     probe_misuse: bool = False
     base_settings: settings | None = None
     shrink_budget_s: float = 30.0
+    shrink_fault_steps: int | None = None
+    max_shrink_steps: int = MAX_SHRINK_STEPS
     track_semantics: bool = False
 
 
@@ -496,7 +502,8 @@ class _Session:
         """
         found: dict[str, Finding] = {}
         failed: dict[Case, Finding] = {}
-        clock = _ShrinkClock(self.config.shrink_budget_s)
+        clock = _ShrinkClock(self.config.shrink_budget_s, fault_steps=self.config.shrink_fault_steps,
+                             max_steps=self.config.max_shrink_steps)
         self.failing = after_failure
 
         def body(case: Case) -> None:
@@ -566,15 +573,22 @@ class _Session:
 
 
 class _ShrinkClock:
-    """When to stop shrinking: after :data:`MAX_SHRINK_STEPS` cases, or once the steps that
-    faulted (hung, crashed, desynced: each costs a timeout or a fresh rank set) add up to the
-    budget, or (a last resort) after ten times the budget.  A value or gradient bug never
-    faults, so how far it shrinks does not depend on the machine's speed."""
+    """When to stop shrinking: after ``max_steps`` cases (:data:`MAX_SHRINK_STEPS`), or once the
+    steps that faulted (hung, crashed, desynced: each costs a timeout or a fresh rank set) add up
+    to the budget, or (a last resort) after ten times the budget.  A value or gradient bug never
+    faults, so how far it shrinks does not depend on the machine's speed.
 
-    def __init__(self, budget_s: float) -> None:
+    With ``fault_steps`` the budget is a count: at most that many faulty steps, and no wall
+    clock at all, so a fault shrinks to the same case on a loaded machine as on a quiet one.
+    """
+
+    def __init__(self, budget_s: float, *, fault_steps: int | None = None, max_steps: int = MAX_SHRINK_STEPS) -> None:
         self.budget_s = budget_s
+        self.fault_steps = fault_steps
+        self.max_steps = max_steps
         self.first_failure: float | None = None
         self.steps = 0
+        self.faults = 0
         self.fault_s = 0.0
         self.cut_after_s: float | None = None
         self.cut_reason = ""
@@ -583,6 +597,7 @@ class _ShrinkClock:
         self.first_failure = self.first_failure or time.monotonic()
         if kind in confirm.FAULTS:
             self.fault_s += elapsed_s
+            self.faults += 1
 
     def out_of_time(self) -> bool:
         if self.first_failure is None:
@@ -591,8 +606,12 @@ class _ShrinkClock:
             return True
         self.steps += 1
         shrinking_s = time.monotonic() - self.first_failure
-        if self.steps > MAX_SHRINK_STEPS:
-            self.cut_reason = f"after {MAX_SHRINK_STEPS} shrinking steps"
+        if self.steps > self.max_steps:
+            self.cut_reason = f"after {self.max_steps} shrinking steps"
+        elif self.fault_steps is not None:
+            if self.faults > self.fault_steps:
+                self.cut_reason = (f"after {self.fault_steps} shrinking steps that hung, crashed or desynced "
+                                   f"(each waits for --timeout or a fresh rank set)")
         elif self.fault_s > self.budget_s or shrinking_s > 10 * self.budget_s:
             self.cut_reason = (f"after {self.budget_s:g} s of shrinking steps that hung, crashed or desynced "
                                f"(each waits for --timeout or a fresh rank set)")

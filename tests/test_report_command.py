@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from harness import cli
-from harness.catalogue_report import HEADER
+from harness.catalogue_report import HEADER, TEXT_HEADER, WIDTH
 from harness.pool import Pool
 
 
@@ -45,10 +45,14 @@ def test_text_table_without_misuse_probes_by_default(pool: Pool, capsys: pytest.
     status = cli.main(["report", "--variants", "plain_all_gather", "--max-examples", "5", "--quiet"])
     out, err = capsys.readouterr()
     assert status == 0 and err == ""
-    header, rule, row = out.splitlines()[:3]
-    assert header.split() == [word for column in HEADER if column != "misuse" for word in column.split()]
+    intro, command, table = out.split("\n\n")[:3]
+    assert "what its authors claim" in " ".join(intro.split()) and command.strip().startswith("python -m harness check ")
+    header, rule, row = table.splitlines()[:3]
+    assert header.split() == [word for column in HEADER if column != "misuse"
+                              for word in TEXT_HEADER.get(column, column).split()]
     assert set(rule) <= {"-", " "}
     assert row.startswith("plain_all_gather") and "equal dim any, grad none" in row
+    assert max(len(line) for line in out.splitlines()) <= WIDTH
 
 
 def test_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

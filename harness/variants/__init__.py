@@ -92,11 +92,34 @@ def _version_key(since: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class KnownRace:
+    """A torch race on part of a variant's contract: there its outcome is a matter of timing.
+
+    The catalogue report does not draw that part (``dtypes``) and says so the same way on every
+    run (``intermittent (torch race: <doc>)``), whatever this run's timing would have shown;
+    the rest of the contract is checked as any variant's.  ``doc`` is the finding, with its
+    standalone script; ``shows`` what a run that loses the race sees.
+    """
+
+    doc: str
+    dtypes: tuple[str, ...]
+    shows: str
+
+
+#: torch 2.13's functional collectives: a complex output view that requires grad is wrapped by
+#: autograd after gloo's worker thread may have bumped its version (an error on the rank that
+#: loses the race; its peers then wait in the backward's reduce-scatter: a hang).
+FUNCOL_VIEW_RACE = KnownRace("docs/findings/funcol_complex_autograd_view_race.md", ("complex64", "complex128"),
+                             "values or hang, on complex")
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     """One catalogue entry: a short id, the ``module:attr`` of its gather, its claim (and convention).
 
     ``needs``: the torch names its code calls that older supported releases lack; where one
     is missing the entry is not run and reports :meth:`unavailable` instead of a verdict.
+    ``race``: a known torch race on part of its contract (:class:`KnownRace`).
     """
 
     name: str
@@ -104,6 +127,7 @@ class VariantSpec:
     contract: Contract
     origin: str
     needs: tuple[Need, ...] = ()
+    race: KnownRace | None = None
 
     def unavailable(self) -> str:
         """Why the installed torch cannot run this variant, e.g. ``needs torch >= 2.5 (...)``; "" if it can."""
@@ -330,6 +354,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "`_functional_collectives.all_gather_tensor(x, gather_dim, group)` (deprecated for "
         "all_gather_single, which it calls): 'it currently only supports gather_dim = 0' (its "
         "docstring); autograd is registered on the op (backward: reduce_scatter, sum).",
+        race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "funcol_all_gather_tensor_autograd",
@@ -337,6 +362,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum"),
         "`all_gather_tensor_autograd(x, gather_dim, group)`: its docstring claims gradient "
         "propagation across workers (backward: a SUM reduce_scatter) and gather_dim=0 only.",
+        race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "funcol_all_gather_single",
@@ -344,14 +370,14 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum"),
         "`all_gather_single(x, gather_dim, group)`, torch 2.13's name for the functional gather; "
         "same docstring and contract as all_gather_tensor.",
-        needs=(FUNCOL_ALL_GATHER_SINGLE,),
+        needs=(FUNCOL_ALL_GATHER_SINGLE,), race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "funcol_all_gather_single_autograd",
         "harness.variants.torch_paths:funcol_all_gather_single_autograd",
         _claim(ragged=False, dims="0", grad="sum"),
         "`all_gather_single_autograd(x, gather_dim, group)`: as all_gather_tensor_autograd.",
-        needs=(FUNCOL_ALL_GATHER_SINGLE,),
+        needs=(FUNCOL_ALL_GATHER_SINGLE,), race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "funcol_all_gather_into_tensor_coalesced",
@@ -366,7 +392,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum", groups=True),
         "`all_gather_single(x, gather_dim, (mesh, 0))` on `DeviceMesh.from_group(group)`: the "
         "'(DeviceMesh, int): ... one dimension of the DeviceMesh' form, over the drawn subgroups.",
-        needs=(FUNCOL_ALL_GATHER_SINGLE,),
+        needs=(FUNCOL_ALL_GATHER_SINGLE,), race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "dtensor_mesh2d",
@@ -383,7 +409,7 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         _claim(ragged=False, dims="0", grad="sum", groups=True, mesh=True),
         "`all_gather_single(x, gather_dim, (mesh2d, mesh_dim))` on a 2-D mesh: the same gather "
         "over one mesh dimension; sum gradient.",
-        needs=(FUNCOL_ALL_GATHER_SINGLE,),
+        needs=(FUNCOL_ALL_GATHER_SINGLE,), race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
         "ours_sum",
