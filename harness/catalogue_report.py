@@ -90,7 +90,7 @@ COSTS_S: dict[str, float] = {
     "dtensor_mesh2d": 23, "funcol_mesh2d": 21, "ours_local": 6, "rs_reduce_scatter_single": 6,
     "rs_reduce_scatter_tensor": 6, "rs_reduce_scatter_tensor_max": 5, "rs_reduce_scatter_list": 8,
     "rs_nn_reduce_scatter": 9, "rs_megatron_ragged": 14, "a2a_all_to_all_single": 12, "a2a_all_to_all_list": 10,
-    "a2a_funcol_all_to_all_single": 12, "a2a_nn_all_to_all": 32,
+    "a2a_funcol_all_to_all_single": 12, "a2a_nn_all_to_all": 32, "a2a_ours_relayout": 5,
 }
 COST_S = 3.0
 #: A worker process's start (imports, its own rank forkserver), counted in the plan.
@@ -554,9 +554,15 @@ def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples
 
 def short_contract(contract: Contract) -> str:
     """E.g. ``ragged dim 0, grad sum``: the claim without the dtype list (all gloo dtypes here);
-    a reduce-scatter's reduction first (``max, ragged dim any, grad none``)."""
+    a reduce-scatter's reduction first (``max, ragged dim any, grad none``), a re-layout's two
+    dims (``equal dims 2 -> 0 (4-d), grad adjoint``)."""
     op = f"{contract.op}, " if contract.kind.reduces else ""
-    return f"{op}{'ragged' if contract.ragged else 'equal'} dim {contract.dims}, grad {contract.grad}"
+    dims = f"dim {contract.dims}"
+    if contract.relayout:  # e.g. ``dims 2 -> 0 (4-d)``: scattered, then gathered
+        low, high = contract.ndim_range or (0, 0)
+        dims = f"dims {contract.scatter_dim or 'any'} -> {contract.gather_dim or 'any'}"
+        dims += "" if contract.ndims is None else f" ({low}-d)" if low == high else f" ({low}-{high}-d)"
+    return f"{op}{'ragged' if contract.ragged else 'equal'} {dims}, grad {contract.grad}"
 
 
 def misuse_cell(report: CheckReport) -> str:

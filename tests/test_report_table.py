@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -235,42 +237,46 @@ def test_ctrl_c_leaves_no_process_and_no_file(tmp_path: Path) -> None:
     run's), no rank directory in the temporary one (torch's and multiprocessing's own caches there
     are every run's too, interrupted or not), no process."""
     marker = f"I38_REPORT_MARK={uuid.uuid4().hex}"
-    cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
+    # a short temporary folder: the forkserver's socket path must fit AF_UNIX's 108 bytes, which
+    # pytest-xdist's tmp_path (popen-gwN/test_...) can pass
+    cwd, tmp = tmp_path / "cwd", Path(tempfile.mkdtemp(prefix="i38-"))
     cwd.mkdir()
-    tmp.mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")},
-           marker.split("=")[0]: marker.split("=")[1], "TMPDIR": str(tmp)}
-    err = ""
-    report = subprocess.Popen([sys.executable, "-m", "harness", "report", "--variants",
-                               "a2a_nn_all_to_all,rs_nn_reduce_scatter,ours_sum,ours_local"],
-                              cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(_marked(marker)) < 6:  # the worker and ranks are up
-            time.sleep(0.5)
-        time.sleep(3)
-        # what a terminal's Ctrl-C does: SIGINT to the whole foreground group; again if it was lost
-        # (Python ignores a KeyboardInterrupt raised in a garbage-collector callback, as Hypothesis has)
-        while report.poll() is None and time.monotonic() < deadline + 60:
-            os.killpg(report.pid, signal.SIGINT)
-            try:
-                _, err = report.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                continue
+        env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")},
+               marker.split("=")[0]: marker.split("=")[1], "TMPDIR": str(tmp)}
+        err = ""
+        report = subprocess.Popen([sys.executable, "-m", "harness", "report", "--variants",
+                                   "a2a_nn_all_to_all,rs_nn_reduce_scatter,ours_sum,ours_local"],
+                                  cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and len(_marked(marker)) < 6:  # the worker and ranks are up
+                time.sleep(0.5)
+            time.sleep(3)
+            # what a terminal's Ctrl-C does: SIGINT to the whole foreground group; again if it was lost
+            # (Python ignores a KeyboardInterrupt raised in a garbage-collector callback, as Hypothesis has)
+            while report.poll() is None and time.monotonic() < deadline + 60:
+                os.killpg(report.pid, signal.SIGINT)
+                try:
+                    _, err = report.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if report.poll() is None:
+                os.killpg(report.pid, signal.SIGKILL)
+        assert report.returncode == 130, err
+        # no child's traceback (multiprocessing prints "Process <name>:" above one); the driver's own
+        # "Exception ignored in ... gc_callback" is Python's, when Ctrl-C lands in Hypothesis's GC hook
+        assert "Process gather-" not in err, err
+        deadline = time.monotonic() + 10
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _marked(marker)
+        assert [path.name for path in cwd.iterdir()] in ([], [".gather-harness"])
+        assert not [path for path in tmp.iterdir() if path.name.startswith("gather-harness-")], list(tmp.iterdir())
     finally:
-        if report.poll() is None:
-            os.killpg(report.pid, signal.SIGKILL)
-    assert report.returncode == 130, err
-    # no child's traceback (multiprocessing prints "Process <name>:" above one); the driver's own
-    # "Exception ignored in ... gc_callback" is Python's, when Ctrl-C lands in Hypothesis's GC hook
-    assert "Process gather-" not in err, err
-    deadline = time.monotonic() + 10
-    while _marked(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _marked(marker)
-    assert [path.name for path in cwd.iterdir()] in ([], [".gather-harness"])
-    assert not [path for path in tmp.iterdir() if path.name.startswith("gather-harness-")], list(tmp.iterdir())
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- the documented table ------------------------------------------------------------------------------
