@@ -21,7 +21,7 @@ The report is informational (the expected verdicts are asserted by the project's
 exit status 0 when every available variant's verdict was obtained, 3 when some variant could
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
-Budget, measured on the 2-core CPU box (torch 2.13, dev profile, empty example database):
+Budget, measured on a 2-core CPU machine (torch 2.13, dev profile, empty example database):
 :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant takes about 1 minute for the whole
 catalogue, leaving room under the 5-minute limit for shrinking and a busy machine.  Misuse
 probes are off by default: equal-only variants given ragged input hang by design, every

@@ -3,7 +3,7 @@
 Both join one c10d rendezvous on a free loopback port and start ``harness.remote`` ranks
 that dial a driver listening on another free port; everything runs on gloo/CPU.  Each test
 stops its torchrun jobs and checks that no rank process is left.  Budget: about 15 s for
-starting a job on the 2-core box, a few seconds per search, 5 s for a torchrun restart.
+starting a job on a 2-core machine, a few seconds per search, 5 s for a torchrun restart.
 """
 
 from __future__ import annotations
