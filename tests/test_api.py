@@ -17,6 +17,7 @@ from harness.contract import UsageError
 from harness.pool import Pool
 from harness.targets import TargetError
 from tests import planted_faults
+from tests.budgets import COMMAND_TIMEOUT_S, SCRIPT_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
@@ -62,7 +63,7 @@ def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: 
     command = next(line for line in str(raised.value).splitlines() if line.startswith("   or: python -m harness"))
     args = shlex.split(command.removeprefix("   or: python -m harness "))
     done = subprocess.run([sys.executable, "-m", "harness", *args, "--quiet", "--repro-dir", str(tmp_path / "cli")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 1, done.stdout + done.stderr
     case = next(line for line in str(raised.value).splitlines() if line.startswith("case: "))
     assert case in done.stdout
@@ -102,7 +103,7 @@ if __name__ == "__main__":
     except AssertionError as exc:
         print(exc)
 ''')
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "property violated: dtype" in done.stdout and f"repro: {tmp_path}/.gather-harness/repros/script.upcast-" in done.stdout
 

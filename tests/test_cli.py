@@ -20,6 +20,7 @@ import torch
 from harness import arguments, cli, options
 from harness.output import ProgressLine
 from harness.search import Progress
+from tests.budgets import COMMAND_TIMEOUT_S
 
 PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 #: planted_faults.correct is correct; these two are not.
@@ -292,4 +293,4 @@ def run_cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
     environment = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
     environment.update(env, GATHER_HARNESS_PROFILE="ci")
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=environment, capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=COMMAND_TIMEOUT_S)

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.budgets import COMMAND_TIMEOUT_S
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Repository folder -> the package name it installs as.
 PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference": "harness.reference"}
@@ -59,7 +61,7 @@ ADDRESS = re.compile(r"^(harness(?:\.\w+)+):[\w.]+$")
 CORRECT_GATHER = "from harness.ragged import all_gather_ragged as gather\n"
 
 
-def run(*args: str, cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path, timeout: float = COMMAND_TIMEOUT_S, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **env}
     for name in ("PYTEST_XDIST_WORKER", "PYTHONDONTWRITEBYTECODE"):  # a user's shell has neither
         environment.pop(name, None)

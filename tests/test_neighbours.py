@@ -21,13 +21,13 @@ from harness.conventions import describe_result, plan_call
 from harness.errors import Misfit, UsageError
 from harness.search import Finding, run_check
 from harness.targets import load
+from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
+from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {name: collective.roles for name, collective in COLLECTIVES.items()}
 
 BUDGET = 100  # the ci profile's: the default budget finds each of these
-TIMEOUT_S = 3.0
-SHRINK_BUDGET_S = 25.0
 
 RS = {"collective": "reduce-scatter"}
 A2A = {"collective": "all-to-all"}

@@ -22,6 +22,7 @@ from harness.conventions import Call
 from harness.finding import Finding
 from harness.pool import Pool
 from harness.search import run_check
+from tests.budgets import SCRIPT_TIMEOUT_S
 from tests.test_planted_bugs import IN_PLACE_REFUSED, REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +71,7 @@ def find(pool: Pool, target: str, contract: Contract) -> Finding:
 
 
 def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=120,
+    return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
                           env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
 
 

@@ -36,6 +36,7 @@ from harness.pool import Pool
 from harness.procedure import RankResult, record_error
 from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
+from tests.budgets import SCRIPT_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = "tests.planted_bugs"
@@ -53,7 +54,7 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
     document = json.loads(json.dumps(finding.to_json()))
     assert document["status"] == "history-dependent" and len(document["history"]) == len(finding.history)
     path = repro.write(finding, f"{BUGS}:caches_sizes", tmp_path)
-    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 1 and "the failure reproduces" in done.stdout, done.stdout + done.stderr
     assert "earlier case(s) ran on the same ranks" in path.read_text()
 
