@@ -54,6 +54,7 @@ def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_p
     assert lines[-1] == "how to read a case line: python -m harness explain-case"
 
 
+@pytest.mark.slow
 def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: Path) -> None:
     """The ``or: python -m harness check ...`` line fails the same way (same case, same seed)."""
     (tmp_path / "gathers.py").write_text(UPCAST)
@@ -91,6 +92,7 @@ def test_a_module_level_callable_passes_and_returns_the_report(pool: Pool) -> No
     assert not [w for w in seen if w.category is GatherNote]
 
 
+@pytest.mark.slow
 def test_a_function_of_a_script_is_found_by_its_file(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text(UPCAST + '''
@@ -161,6 +163,7 @@ def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
         check_gather(target, grad="sum", max_examples=10)  # without the switch: the contract's mistake, exit 2
 
 
+@pytest.mark.slow
 def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:
     """The seed fixes the search, and the example database still gets the failure (``hypothesis.seed``
     alone would switch the database off: it did, silently, until the soak benchmark measured it)."""

@@ -262,6 +262,7 @@ def group_rank_differs(case: Case) -> bool:
     return any(case.members(r).index(r) != r for group in case.groups for r in group)
 
 
+@pytest.mark.slow
 def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum", groups=True),
                        max_examples=150, timeout=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
@@ -278,6 +279,7 @@ def test_without_groups_the_global_rank_bug_hides(pool) -> None:
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
+@pytest.mark.slow
 def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) -> None:
     report = run_check(f"{PLANTED}:ignores_group", Contract(groups=True), max_examples=BUDGET, timeout=3.0,
                        pool=pool, shrink_budget_s=15.0)
@@ -320,6 +322,7 @@ def forms_seen(seen: set[bool]) -> Callable[[Progress], None]:
     return lambda progress: seen.add(progress.current.world_group) if progress.current else None
 
 
+@pytest.mark.slow
 def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: Path) -> None:
     """Lightning#6624: ``AllGatherGrad.apply(x, group)`` -- the call Lightning makes -- returns one
     gradient for two inputs; ``apply(x)`` alone would pass.  The minimal case makes that call,

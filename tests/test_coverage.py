@@ -10,6 +10,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
@@ -370,6 +371,7 @@ def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
     assert report.coverage.cell(2, "float32") == (30, 0)
 
 
+@pytest.mark.slow
 def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
     report = run_check("tests.planted_bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=CASE_TIMEOUT_S,
                        pool=pool, seed=5)

@@ -44,6 +44,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_fuzz_finds_a_planted_bug_and_the_finding_replays(tmp_path: Path, isolated: Path,
                                                           capsys: pytest.CaptureFixture) -> None:
     """The run ends once its only target has a finding (exit 1); replay runs that case again."""
@@ -62,6 +63,7 @@ def test_fuzz_finds_a_planted_bug_and_the_finding_replays(tmp_path: Path, isolat
     assert "reversed_ranks (values): reproduced" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fuzz_over_two_catalogue_variants_finds_nothing(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     """Both variants get turns within the budget; nothing found is exit 0 and a passing summary."""
     assert main(["fuzz", "--variants", "ours_sum,ours_local", "--duration", "4", "--world-sizes", "1-3",
@@ -74,6 +76,7 @@ def test_fuzz_over_two_catalogue_variants_finds_nothing(isolated: Path, capsys: 
     assert "NOTHING FOUND" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_leaves_a_valid_summary_and_no_ranks(tmp_path: Path) -> None:
     summary_path = tmp_path / "fuzz.json"
     fuzz = subprocess.Popen(fuzz_command(tmp_path, CORRECT, "--duration", "2m", "--save-every", "0.5",

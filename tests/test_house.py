@@ -258,6 +258,7 @@ def test_the_embedding_check_finds_planted_imports() -> None:
 
 
 @pytest.mark.dev_env
+@pytest.mark.slow
 def test_mypy_passes() -> None:
     done = run(sys.executable, str(ROOT / "tools" / "typecheck.py"), cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -275,6 +276,7 @@ def test_ruff_passes() -> None:
 
 
 @pytest.mark.dev_env
+@pytest.mark.slow
 def test_a_built_wheel_installs_only_the_harness_package(tmp_path: Path) -> None:
     source = tmp_path / "src"
     for entry in ("harness", "strategies", "reference", "pyproject.toml", "README.md"):
@@ -304,6 +306,7 @@ def crowded(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_check_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
     done = run(sys.executable, "-m", "harness", "check", "ok.py:gather", "--max-examples", "5", "--world-sizes",
                "1-2", "--quiet", cwd=crowded)
@@ -311,6 +314,7 @@ def test_check_works_beside_a_users_strategies_and_reference(crowded: Path) -> N
     assert "PASS: no counterexample in 5 examples" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
     done = run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gather-impl", "ok.py:gather",
                "--gather-max-examples", "5", "--gather-world-sizes", "1-2", "-q", cwd=crowded)
@@ -321,6 +325,7 @@ def test_the_plugin_works_beside_a_users_strategies_and_reference(crowded: Path)
 # -- nothing left behind --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_scratch_project_stays_clean(tmp_path: Path) -> None:
     """``check`` (a pass and a failure), ``fuzz`` and ``report`` leave only the hidden directory."""
     (tmp_path / "ok.py").write_text(CORRECT_GATHER)

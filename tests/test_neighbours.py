@@ -24,6 +24,8 @@ from harness.targets import load
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
 from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
 
+pytestmark = pytest.mark.slow  # planted reduce-scatter and all-to-all bugs, each a search with shrinking
+
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {name: collective.roles for name, collective in COLLECTIVES.items()}
 

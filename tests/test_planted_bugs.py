@@ -5,6 +5,8 @@ of the strategies (BRIEF §5).  Each is searched with the CI budget over the ful
 contract (every dtype gloo can gather), so the test also shows the strategies reach the
 dimension that exposes the bug.  The expected minimal cases are what Hypothesis reaches
 from any seed; where several minimal cases are equally small the assertion names the
+
+pytestmark = pytest.mark.slow  # every planted bug is a search with shrinking (150 examples each)
 features every one of them has.
 """
 

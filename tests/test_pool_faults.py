@@ -105,6 +105,7 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Po
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
 
 
+@pytest.mark.slow
 def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool) -> None:
     """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank
     asleep in a wait is one at the timeout; a rank spinning forever is one once the patience is spent."""
@@ -181,6 +182,7 @@ def test_a_failing_case_of_recorded_collectives_keeps_its_ranks(fault_pool: Pool
     assert kept is not None and fault_pool.existing("gloo", "cpu", 3) is kept and kept.reload_next
 
 
+@pytest.mark.slow
 def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
     working = usage(os.getpid())  # this thread, reading /proc, is running
     assert working is not None and working[1] and working[0] > 0

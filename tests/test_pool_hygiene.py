@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # drivers started and killed in subprocesses (about 10 s each)
+
 #: The driver restores Python's Ctrl-C handler: a test suite started in the background by a shell
 #: without job control (``(pytest &)``) inherits SIGINT ignored, and so would the driver.
 DRIVER = textwrap.dedent(

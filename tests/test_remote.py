@@ -30,6 +30,8 @@ from harness.remote_driver import RemotePool
 from harness.remote_worker import AUTHKEY_ENV, worker_main
 from harness.search import run_check
 
+pytestmark = pytest.mark.slow  # torchrun jobs (about 15 s to start one)
+
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 AUTHKEY = "test-remote-key"

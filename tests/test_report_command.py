@@ -19,6 +19,8 @@ from harness.catalogue_report import HEADER
 from harness.pool import Pool
 from tests.budgets import COMMAND_TIMEOUT_S
 
+pytestmark = pytest.mark.slow  # the report command in a subprocess
+
 
 def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}

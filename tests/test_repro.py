@@ -25,6 +25,8 @@ from harness.search import run_check
 from tests.budgets import SCRIPT_TIMEOUT_S
 from tests.test_planted_bugs import IN_PLACE_REFUSED, REFUSED
 
+pytestmark = pytest.mark.slow  # each finding is searched for, then its repro script runs in a fresh process
+
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
 LOCAL_AS_SUM = PLANTED + '''

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "tests.planted_contracts"
 
 
+@pytest.mark.slow
 def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: Pool) -> None:
     """The Lightning lineage's backward takes the global rank inside its group: found with the
     contrastive row's flags alone (no --groups), and hidden only when --no-groups says so."""
@@ -42,6 +43,7 @@ def test_the_default_subgroups_find_the_global_rank_bug_whatever_the_seed(pool: 
         check_gather("tests.planted_conventions:AllGatherWithGrad", ragged=False, grad="sum", seed=seed)
 
 
+@pytest.mark.slow
 def test_a_gradient_contract_on_a_non_differentiable_result_is_exit_2_in_seconds(tmp_path: Path) -> None:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "harness", "check", f"{PLANTED}:gather_no_grad", "--grad", "sum"],
