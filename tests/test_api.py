@@ -30,6 +30,7 @@ def upcast(x, dim):
 '''
 
 
+@pytest.mark.slow
 def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_path: Path) -> None:
     (tmp_path / "gathers.py").write_text(UPCAST)
     with pytest.raises(AssertionError) as raised:

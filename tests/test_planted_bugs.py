@@ -5,8 +5,6 @@ of the strategies (BRIEF §5).  Each is searched with the CI budget over the ful
 contract (every dtype gloo can gather), so the test also shows the strategies reach the
 dimension that exposes the bug.  The expected minimal cases are what Hypothesis reaches
 from any seed; where several minimal cases are equally small the assertion names the
-
-pytestmark = pytest.mark.slow  # every planted bug is a search with shrinking (150 examples each)
 features every one of them has.
 """
 
@@ -26,6 +24,8 @@ from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
 from tests.budgets import PLANTED_SHRINK_BUDGET_S, PLANTED_TIMEOUT_S
 from tests.test_catalogue import RELEASE, is_zero
+
+pytestmark = pytest.mark.slow  # every planted bug is a search with shrinking (150 examples each)
 
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
 

@@ -373,6 +373,7 @@ def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> N
 # -- the main job is reproducible -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_report_prints_the_same_table_twice(capsys: pytest.CaptureFixture[str]) -> None:
     variants = "pad_unpad_by_value,bolts_sync_function,ours_sum"
     tables = []
