@@ -22,7 +22,7 @@ from harness.output import ProgressLine
 from harness.search import Progress
 from tests.budgets import COMMAND_TIMEOUT_S
 
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: planted_faults.correct is correct; these two are not.
 BUGGY = PLANTED + '''
 

@@ -39,11 +39,11 @@ from harness.conventions import Call, Misfit, detect_output, plan_call, read
 from harness.errors import UsageError
 from harness.procedure import RankResult
 from harness.search import Progress, run_check
-from tests import planted_conventions
 from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S
+from tests.planted import conventions as planted_conventions
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = "tests.planted_conventions"
+PLANTED = "tests.planted.conventions"
 BUDGET = 60
 MISFIT_LIMIT_S = 10.0
 
@@ -424,7 +424,7 @@ MISFITS = [
 def test_a_misfit_is_exit_2_with_one_line_in_seconds(pool, capsys: pytest.CaptureFixture[str], args: list[str],
                                                      message: str) -> None:
     started = time.monotonic()
-    status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:{args[0]}", *args[1:]])
+    status = cli.main(["check", f"{ROOT}/tests/planted/conventions.py:{args[0]}", *args[1:]])
     elapsed = time.monotonic() - started
     out, err = capsys.readouterr()
     assert (status, out) == (2, ""), err
@@ -436,7 +436,7 @@ def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
         pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """It fails on the probe's own case (W=2, 3 elements per rank), and is shrunk from there."""
     started = time.monotonic()
-    status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:name_error_at_two_ranks", "--repro-dir",
+    status = cli.main(["check", f"{ROOT}/tests/planted/conventions.py:name_error_at_two_ranks", "--repro-dir",
                        str(tmp_path), "--quiet"])
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out

@@ -373,7 +373,7 @@ def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
 
 @pytest.mark.slow
 def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
-    report = run_check("tests.planted_bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=CASE_TIMEOUT_S,
+    report = run_check("tests.planted.bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=CASE_TIMEOUT_S,
                        pool=pool, seed=5)
     assert [finding.case.dtype for finding in report.findings] == ["complex64"]
     failing = {dtype for (_, dtype), tally in report.coverage.cells.items() if tally.failures}

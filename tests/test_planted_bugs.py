@@ -1,6 +1,6 @@
 """The properties have teeth: every planted bug is found and shrunk to a case named in advance.
 
-One planted gather (``tests/planted_bugs.py``) per property of BRIEF §4 and per dimension
+One planted gather (``tests/planted/bugs.py``) per property of BRIEF §4 and per dimension
 of the strategies (BRIEF §5).  Each is searched with the CI budget over the full default
 contract (every dtype gloo can gather), so the test also shows the strategies reach the
 dimension that exposes the bug.  The expected minimal cases are what Hypothesis reaches
@@ -31,7 +31,7 @@ BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimen
 
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
-    report = run_check(f"tests.planted_bugs:{name}", Contract(**contract), max_examples=BUDGET,
+    report = run_check(f"tests.planted.bugs:{name}", Contract(**contract), max_examples=BUDGET,
                        timeout=PLANTED_TIMEOUT_S, pool=pool, shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
@@ -94,14 +94,14 @@ def test_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop: 
 
 @pytest.mark.parametrize("grad", ["none", "sum"])
 def test_a_correct_gather_never_fails(pool, grad: str) -> None:
-    report = run_check("tests.planted_bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
+    report = run_check("tests.planted.bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
     assert report.examples == 200
 
 
 def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
     """Equal-only by claim; on ragged input it pads and never unpads, without a word."""
-    report = run_check("tests.planted_bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
+    report = run_check("tests.planted.bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
                        max_examples=BUDGET, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True,
                        shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.findings == []  # in contract it is correct
@@ -111,7 +111,7 @@ def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
 
 
 def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
-    report = run_check("tests.planted_bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
+    report = run_check("tests.planted.bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
                        max_examples=60, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
     assert report.misuse_examples > 0
@@ -119,7 +119,7 @@ def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
 
 # -- an in-place write that keeps the values: the version counter sees it ------------------------
 
-IN_PLACE = "tests.planted_bugs:writes_own_slot_in_place"
+IN_PLACE = "tests.planted.bugs:writes_own_slot_in_place"
 #: torch 2.4 and 2.5 refuse the write when the input is a leaf that requires grad, or a view of one: the
 #: target raises in its forward instead (docs/findings/gloo_all_gather_into_leaf_view.py, measured on
 #: every release from 2.4 to 2.15), which the harness reports as what it is, a ``values`` exception.
@@ -146,7 +146,7 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
     assert "'one of the variables needed for gradient computation has been modified by an inplace operation' when " \
            "the op before the collective saved its output (relu, sigmoid, ...)" in finding.message
     # What the message claims happens in a model, on a rank: relu saves its output, backward refuses.
-    [result] = pool.call(1, "tests.planted_bugs:relu_then_in_place_gather")
+    [result] = pool.call(1, "tests.planted.bugs:relu_then_in_place_gather")
     assert result is not None and "modified by an inplace operation" in result.value, result
 
 
@@ -158,7 +158,7 @@ def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> No
 
 
 def test_a_gather_that_writes_nothing_gets_no_note(pool) -> None:
-    report = run_check("tests.planted_bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
+    report = run_check("tests.planted.bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
                        max_examples=10, timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     assert report.verdict == "pass" and report.notes == []
 

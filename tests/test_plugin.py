@@ -18,7 +18,7 @@ pytest_plugins = ["pytester"]
 #: The installed pytest's major release (its short summary differs, see the xdist test).
 PYTEST_MAJOR = int(pytest.__version__.split(".")[0])
 
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: planted_faults.correct is correct; ``upcast`` returns float32 for float64 input.
 GATHERS = PLANTED + '''
 

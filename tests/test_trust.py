@@ -39,7 +39,7 @@ from harness.variants import by_name
 from tests.budgets import SCRIPT_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
-BUGS = "tests.planted_bugs"
+BUGS = "tests.planted.bugs"
 CI = profile_settings("ci")
 
 
@@ -155,7 +155,7 @@ def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
 
 # -- a finding is the target's, shown by a replay, or it is not one ------------------------------------
 
-FAULTS = f"{ROOT}/tests/planted_faults.py"
+FAULTS = f"{ROOT}/tests/planted/faults.py"
 
 
 @pytest.mark.slow
@@ -250,12 +250,12 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
 def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies")
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies")
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1, err
     assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
-                          "calling tests.planted_faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+                          "calling tests.planted.faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
                           "status 9"), err
 
 
@@ -263,7 +263,7 @@ def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypa
     """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
     monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies_once")
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies_once")
     with Pool(timeout=5.0) as fresh:
         assert capabilities.measure(fresh).supports("float32")
     assert (tmp_path / "planted-hiccup.done").exists()
