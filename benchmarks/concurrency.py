@@ -10,7 +10,7 @@ disturbs another.  Rounds alternate between one shared working directory (every 
 ``.gather-harness/`` there: the example database, repro scripts) and a fresh directory per run.
 In a round, the checks alternate between a correct gather (``harness.ragged:gather_sum``, the
 command line that once crashed at start-up when three ran together) and a planted bug
-(``tests.planted_bugs:local_only_backward``, found by every run); the pytest session checks the
+(``tests.planted.bugs:local_only_backward``, found by every run); the pytest session checks the
 round's first target through the plugin.  Every run of a round starts at once.
 
 Per start, against its expected exit status (0 for the correct gather, 1 for the bug):
@@ -43,7 +43,7 @@ from benchmarks.soak import MARK, marked_running  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 
 CORRECT = "harness.ragged:gather_sum"
-BUGGY = "tests.planted_bugs:local_only_backward"
+BUGGY = "tests.planted.bugs:local_only_backward"
 #: What marks a traceback of the driver (a rank's traceback inside a finding is indented).
 TRACEBACK = "\nTraceback (most recent call last):"
 

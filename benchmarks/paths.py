@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/paths.py --seeds 3
     python benchmarks/paths.py --only re-layout   # the re-layout all-to-all's classes only
 
-Each planted bug (``tests/planted_paths.py``, plus the subgroup bug the issue measured with
+Each planted bug (``tests/planted/paths.py``, plus the subgroup bug the issue measured with
 ``--no-ragged --grad sum --groups``) is correct everywhere but on one code path: the
 equal-length fast path (wrong slot; dim 0 for ``dim``), a zero-size dim besides the gather
 dim, a 3-d activation with a batch, a subgroup (the global rank inside its group).  Each is
@@ -40,18 +40,18 @@ from harness.search import CheckReport, Progress  # noqa: E402
 CORRECT = ("harness.ragged:all_gather_ragged", {"grad": "sum"})
 #: path class -> (target, option values, the smallest world at which it fails)
 BUGS: dict[str, tuple[str, dict[str, object], int]] = {
-    "equal-length fast path, wrong slot": ("tests.planted_paths:equal_fast_path_wrong_slot", {"grad": "sum"}, 2),
-    "equal-length fast path, dim 0 for dim": ("tests.planted_paths:equal_path_dim_swapped", {"grad": "sum"}, 2),
-    "crash on a zero-size other dim": ("tests.planted_paths:zero_other_dim_crash", {"grad": "sum"}, 1),
-    "wrong gradient at 3-d with a batch": ("tests.planted_paths:grad_wrong_at_3d_batch", {"grad": "sum"}, 1),
-    "global rank inside a subgroup": ("tests.planted_paths:global_rank_in_group", {"grad": "sum"}, 2),
+    "equal-length fast path, wrong slot": ("tests.planted.paths:equal_fast_path_wrong_slot", {"grad": "sum"}, 2),
+    "equal-length fast path, dim 0 for dim": ("tests.planted.paths:equal_path_dim_swapped", {"grad": "sum"}, 2),
+    "crash on a zero-size other dim": ("tests.planted.paths:zero_other_dim_crash", {"grad": "sum"}, 1),
+    "wrong gradient at 3-d with a batch": ("tests.planted.paths:grad_wrong_at_3d_batch", {"grad": "sum"}, 1),
+    "global rank inside a subgroup": ("tests.planted.paths:global_rank_in_group", {"grad": "sum"}, 2),
     "global rank in a group, --no-ragged --groups": (
-        "tests.planted_conventions:AllGatherWithGrad", {"ragged": False, "grad": "sum", "groups": True}, 2),
+        "tests.planted.conventions:AllGatherWithGrad", {"ragged": False, "grad": "sum", "groups": True}, 2),
     "re-layout backward repeating the forward": (
-        "tests.planted_neighbours:SeqAllToAllUnswappedGrad",
+        "tests.planted.neighbours:SeqAllToAllUnswappedGrad",
         {"collective": "all-to-all", "ragged": False, "grad": "adjoint"}, 2),
     "re-layout reshape mixing batch and sequence": (
-        "tests.planted_neighbours:relayout_by_reshape",
+        "tests.planted.neighbours:relayout_by_reshape",
         {"collective": "all-to-all", "ragged": False, "scatter_dim": "2", "gather_dim": "1", "ndims": (4, 4)}, 2),
 }
 

@@ -16,7 +16,7 @@ Sections:
 1. cold start: ``Pool()`` to a ready set of W ranks (the forkserver warm-up, paid once per
    driver process, separately), against W fresh ``spawn`` processes that import torch and
    form a gloo group;
-2. per-case overhead: ``pool.run`` of ``tests.planted_faults:correct`` (2 collectives per
+2. per-case overhead: ``pool.run`` of ``tests.planted.faults:correct`` (2 collectives per
    variant call; 1 call with ``repeat=False``, more with the default ``repeat=True``: the
    count is read from what a run recorded) against :func:`raw_loop`, the same collectives
    back to back in the same warm ranks (run there through ``pool.call``), with a breakdown
@@ -53,7 +53,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.distributed import distributed_c10d as c10d  # noqa: E402  (unwrapped by the rank's collective log)
 
-TARGET = "tests.planted_faults:correct"
+TARGET = "tests.planted.faults:correct"
 HERE = "benchmarks.pool"
 
 # Targets (met when the measured value is on the right side).
@@ -67,7 +67,7 @@ TARGET_RATE_W2 = 200.0
 
 
 def _ragged_once(x: torch.Tensor, world: int) -> torch.Tensor:
-    """``tests.planted_faults.correct`` along dim 0, with the unwrapped c10d collectives."""
+    """``tests.planted.faults.correct`` along dim 0, with the unwrapped c10d collectives."""
     length = torch.tensor([x.shape[0]], dtype=torch.int64)
     sizes = [torch.zeros_like(length) for _ in range(world)]
     c10d.all_gather(sizes, length)

@@ -45,10 +45,10 @@ EXAMPLES = 30
 #: name -> (target, contract)
 SCENARIOS: dict[str, tuple[str, Contract]] = {
     "AllGatherWithGrad --groups --grad sum": (
-        "tests.planted_conventions:AllGatherWithGrad",
+        "tests.planted.conventions:AllGatherWithGrad",
         bind_contract(resolved({"ragged": False, "grad": "sum", "world_sizes": (1, 4), "groups": True}))),
     "name_error_at_two_ranks (fails on the probe's case)": (
-        "tests.planted_conventions:name_error_at_two_ranks",
+        "tests.planted.conventions:name_error_at_two_ranks",
         bind_contract(resolved({"world_sizes": (1, 4)}))),
 }
 

@@ -9,7 +9,7 @@ Run from the repository root::
 
 A script, not a test: it prints one table, every target beside what was measured.
 
-1. **Cases**: one warm pool runs N cases of ``tests/planted_faults.py`` in a seeded random
+1. **Cases**: one warm pool runs N cases of ``tests/planted/faults.py`` in a seeded random
    order: mostly the correct gather, and with ``--fault-rate`` one of its planted faults
    (hang, gloo abort, segfault, ``os._exit``, SIGKILL, an exception on one rank, a desync,
    a thread never stopped, a file never closed, torch's global state changed).  Each case's
@@ -54,7 +54,7 @@ from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import Pool  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
-PLANTED = "tests.planted_faults"
+PLANTED = "tests.planted.faults"
 #: kind -> (planted function, what the pool must report: a fault kind, "leak: <words>", or "pass")
 KINDS: dict[str, tuple[str, str]] = {
     "correct": ("correct", "pass"),
@@ -196,7 +196,7 @@ def judged_right(expected: str, got: str) -> bool:
 def sample(pool: Pool, cases: int, scratch: str, seed: int) -> Sample:
     """Every sampled resource now; first a short search with a planted bug writes to the database."""
     database = os.path.join(scratch, "database")
-    run_check("tests.planted_bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=20, seed=seed,
+    run_check("tests.planted.bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=20, seed=seed,
               pool=pool, base_settings=settings(database=DirectoryBasedExampleDatabase(database)))
     driver = os.getpid()
     forkserver = {pid for pid in _pids() if (stat := _proc_stat(pid)) and stat[1] == driver}

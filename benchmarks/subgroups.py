@@ -36,7 +36,7 @@ from harness.pool import RankSets, shared_pool  # noqa: E402
 from harness.search import CheckReport  # noqa: E402
 
 CORRECT = "harness.ragged:all_gather_ragged"
-SUBGROUP_BUG = "tests.planted_conventions:AllGatherWithGrad"
+SUBGROUP_BUG = "tests.planted.conventions:AllGatherWithGrad"
 LAYOUTS = ("world", "one group", "several groups", "idle ranks")
 
 

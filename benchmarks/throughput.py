@@ -61,22 +61,22 @@ TARGET_FAULT_S = 30.0
 
 #: (kind, target, check arguments): the planted bugs of section 3.
 PLAIN_BUGS = (
-    ("value", "tests.planted_bugs:reversed_ranks", ()),
-    ("gradient", "tests.planted_bugs:local_only_backward", ("--grad", "sum")),
+    ("value", "tests.planted.bugs:reversed_ranks", ()),
+    ("gradient", "tests.planted.bugs:local_only_backward", ("--grad", "sum")),
 )
 FAULTS = (
-    ("desync", "tests.planted_faults:desync_extra_collective", ()),
-    ("hang", "tests.planted_faults:hang_rank1", ()),
-    ("raise while others wait", "tests.planted_faults:raise_rank1", ()),
-    ("crash (gloo abort)", "tests.planted_faults:abort_mismatch", ()),
-    ("crash (SIGSEGV)", "tests.planted_faults:segfault_rank1", ()),
-    ("crash (exit)", "tests.planted_faults:exit_rank1", ()),
-    ("crash (SIGKILL)", "tests.planted_faults:killed_by_sigkill_rank1", ()),
+    ("desync", "tests.planted.faults:desync_extra_collective", ()),
+    ("hang", "tests.planted.faults:hang_rank1", ()),
+    ("raise while others wait", "tests.planted.faults:raise_rank1", ()),
+    ("crash (gloo abort)", "tests.planted.faults:abort_mismatch", ()),
+    ("crash (SIGSEGV)", "tests.planted.faults:segfault_rank1", ()),
+    ("crash (exit)", "tests.planted.faults:exit_rank1", ()),
+    ("crash (SIGKILL)", "tests.planted.faults:killed_by_sigkill_rank1", ()),
 )
 #: Planted bugs only the sampled companion/repeat calls catch (section 2).
 SAMPLED_BUGS = (
-    ("stable", "tests.planted_bugs:shared_output_buffer"),
-    ("repeatable", "tests.planted_bugs:degrades_every_third_call"),
+    ("stable", "tests.planted.bugs:shared_output_buffer"),
+    ("repeatable", "tests.planted.bugs:degrades_every_third_call"),
 )
 
 

@@ -25,8 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """Run the command line and exit with its status, skipping the interpreter's finalization.
 
-    Tearing down an interpreter that has imported torch and Hypothesis took 0.7 s on the
-    2-core box, after everything was written: a tenth of a whole ``check`` that finds a bug.
+    Tearing down an interpreter that has imported torch and Hypothesis takes 0.7 s on a
+    2-core machine, after everything was written: a tenth of a whole ``check`` that finds a bug.
     The exit-time work of the command (its pool's ranks stopped, files closed) is done by
     the atexit handlers registered while it ran, which run before :func:`_exit_now`, the
     first registered and so the last to run.  An uncaught exception exits the usual way.

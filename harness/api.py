@@ -183,9 +183,9 @@ def check_gather(
     - ``profile``: the Hypothesis profile (default: the project's default one,
       ``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``); the caller's global
       Hypothesis settings are left alone.  ``seed`` ``None`` searches with seed 0.
-    Bad arguments raise :class:`~harness.contract.UsageError`, a target that cannot be
-    imported :class:`~harness.targets.TargetError`, one that no calling convention fits
-    :class:`~harness.conventions.Misfit`.
+    Bad arguments raise :class:`~harness.errors.UsageError`, a target that cannot be
+    imported :class:`~harness.errors.TargetError`, one that no calling convention fits
+    :class:`~harness.errors.Misfit`.
     """
     __tracebackhide__ = True  # a failure shows the counterexample, not this function's source
     given = dict(locals())
@@ -337,8 +337,8 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
 def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     """Measure the backend, then probe the target's calling convention on real ranks.
 
-    Raises :class:`~harness.targets.TargetError` when the target cannot be loaded,
-    :class:`~harness.conventions.Misfit` when no calling convention fits it, and
+    Raises :class:`~harness.errors.TargetError` when the target cannot be loaded,
+    :class:`~harness.errors.Misfit` when no calling convention fits it, and
     :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
     """
     backend, device = options.contract.backends[0], options.contract.devices[0]
@@ -415,7 +415,7 @@ def failure_text(report: CheckReport, options: CheckOptions, *, rerun: Sequence[
 
 
 def failure_summary(report: CheckReport) -> list[str]:
-    """A failure in a few lines (:class:`~harness.errors.CheckFailed`): the verdict, then per
+    """A failure in a few lines (:func:`~harness.errors.check_failed`): the verdict, then per
     finding its property, its minimal case and its repro."""
     findings = report.findings + report.misuse_findings
     lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "

@@ -28,7 +28,7 @@ exit status 0 when every available variant's verdict was obtained, 3 when some v
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
 Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant.  What the whole catalogue costs
-is in the README ("The main job"): about 250 CPU-seconds in all (torch 2.13, gloo), shared by the
+is in docs/report.md: about 250 CPU-seconds in all (torch 2.13, gloo), shared by the
 two workers.  Misuse probes are off by default: equal-only variants given ragged input hang by
 design, and every hanging example costs the full timeout.
 """

@@ -223,7 +223,7 @@ def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
 
     A call that writes into its input and leaves the same values there (``tensor_list[rank]
     = x; dist.all_gather(tensor_list, x)``) passes a comparison of values; the version counter
-    still moved, and autograd checks it.  Without gradients it is a note (:func:`in_place_note`).
+    still moved, and autograd checks it.  Without gradients it is a note (:data:`IN_PLACE_NOTE`, :func:`outcome_notes`).
     """
     r = result.rank
     if result.input_stride_after is not None:

@@ -12,7 +12,8 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
   what failed and what to try;
 - 130 (added): interrupted.
 
-The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
+The CLI process never imports the target: a rank imports it
+(:func:`harness.rank_calls.plan_call_on_rank`).
 Argument mistakes and a target path that is not there (or does not parse) are told before
 torch is imported.  ``fuzz`` lives in :mod:`harness.fuzz`, ``replay`` in :mod:`harness.replay`; ``--listen`` (ranks
 started by torchrun) in :mod:`harness.remote_driver`; ``explain-case`` prints the case notation

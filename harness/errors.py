@@ -1,7 +1,7 @@
 """The harness's exception classes, and the exit status each front end gives them.
 
 One home, so that the CLI, ``fuzz`` and ``report`` map an exception to the same status
-(:data:`EXIT`) and a module raising one needs no other module.  Plain classes, importing
+(:class:`Exit`) and a module raising one needs no other module.  Plain classes, importing
 nothing.
 """
 

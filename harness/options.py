@@ -305,7 +305,7 @@ def _plugin_help(option: Option) -> str:
 
 def option_value(option: Option, value: Any, prefix: str = "--gather-") -> Any:
     """The value of an option given as text (a ``--gather-*`` option), converted by the option's
-    type; a bad one raises :class:`~harness.contract.UsageError` naming the option as spelled."""
+    type; a bad one raises :class:`~harness.errors.UsageError` naming the option as spelled."""
     if option.type is None or not isinstance(value, str):
         return value
     try:

@@ -34,7 +34,7 @@ from harness.procedure import RankResult, RunRequest
 from harness.rankset import STOP_S, RankSet
 
 #: Sets kept starting in the background for a key that has had a fault: shrinking a fault
-#: replaces the set at every step (measured on the 2-core box: a W=2 step took 90 ms with a
+#: replaces the set at every step (on a 2-core machine a W=2 step took 90 ms with a
 #: set started on demand, 60-65 ms with a spare; a second spare gained nothing, CPU-bound).
 SPARES = 1
 class RankSets:

@@ -7,14 +7,14 @@ output convention (or confirms the declared one).  Three outcomes:
 
 - the target fits: a :class:`Convention`, and the contract it implies (a target taking only
   ``x`` gathers along dim 0 only; a ``stack`` result needs equal shapes);
-- it fits no convention: :class:`~harness.conventions.Misfit`, one line naming what came
+- it fits no convention: :class:`~harness.errors.Misfit`, one line naming what came
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
   failing :class:`~harness.faults.Outcome`, which the search shrinks among cases of the probe's
   dtype (the minimal case must not depend on whether the probe hit the bug first) -- unless
   the call carried an argument the harness inferred
   (:attr:`~harness.conventions.Call.inferred`): then the failure may be the harness's guess,
-  so it is a :class:`~harness.conventions.Misfit` naming that argument.
+  so it is a :class:`~harness.errors.Misfit` naming that argument.
 
 A target whose group parameter is optional is probed both ways (with the world group and
 without it) at each world size: both calls are made in the search, so both must read alike.

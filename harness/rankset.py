@@ -49,8 +49,8 @@ BUSY_CPU_S = 0.02
 WORKING = frozenset({"R", "D"})
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 #: How long the ranks get to make a case's process groups (gloo connects every pair of members):
-#: the harness's own work, so never the target's ``--timeout``.  Measured on the loaded 2-core
-#: box: 25-30 ms median, 0.65 s at most in 600 makings of a group of 3 on fresh sets of 4.
+#: the harness's own work, so never the target's ``--timeout``.  Measured on a loaded 2-core
+#: machine: 25-30 ms median, 0.65 s at most in 600 makings of a group of 3 on fresh sets of 4.
 GROUP_SETUP_S = 60.0
 #: What every rank runs to make a layout's groups (:func:`harness.procedure.make_groups`).
 MAKE_GROUPS = "harness.procedure:make_groups"
@@ -89,12 +89,12 @@ class Watch:
     """Tells a slowed case from a stuck one once its time is up.
 
     On a machine busier than it has cores (CI's two, shared with other jobs) a case that
-    takes milliseconds can miss a timeout of seconds, and a "hang" that no replay brings back
-    used to be the result, or worse, one that a replay's own stall "reproduced".  A stuck rank
+    takes milliseconds can miss a timeout of seconds: called a hang, it is one that no replay
+    brings back, or worse, one that a replay's own stall "reproduces".  A stuck rank
     sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
     disk.  So when the deadline comes and ranks have not returned, they are looked at over the
     last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
-    timeout; idle ones are stuck, and the case is a hang as before (one that sleeps costs no
+    timeout; idle ones are stuck, and the case is a hang (one that sleeps costs no
     more than its timeout).
     """
 

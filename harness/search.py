@@ -241,7 +241,7 @@ def run_check(
     """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
 
     First the calling-convention probe (:mod:`harness.probe`) decides how to call the target
-    and read its result (a misfit raises :class:`~harness.conventions.Misfit`; a failure on the
+    and read its result (a misfit raises :class:`~harness.errors.Misfit`; a failure on the
     probe case itself is shrunk like a failing stratum's, and ends the search unless its replays
     put it aside).  ``search`` says how (``changes``: fields of :class:`SearchSettings` to
     replace, for a caller that has none); ``contract.bits`` checks raw-byte identity on top of
@@ -496,8 +496,8 @@ class _Session:
         """Run Hypothesis over ``strategy`` and return one minimal finding per property.
 
         Shrinking a failure that hangs costs a timeout per step; once those waits since the
-        first failure add up to ``shrink_budget_s`` (or the shrinking itself to five times
-        that), unseen candidates count as passing: Hypothesis stops and reports the smallest
+        first failure add up to ``shrink_budget_s`` (or the shrinking itself to ten times
+        that, or :data:`MAX_SHRINK_STEPS` steps), unseen candidates count as passing: Hypothesis stops and reports the smallest
         failure so far, marked as not fully shrunk.
         """
         found: dict[str, Finding] = {}

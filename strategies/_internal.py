@@ -1,7 +1,7 @@
 """The strategies: world sizes, lengths, ragged shapes, dtypes, rank specs, cases, misuse cases.
 
 Every public function checks its arguments when it is called, before anything is drawn, and
-raises :class:`harness.contract.UsageError` naming the argument, its value and the fix.
+raises :class:`harness.errors.UsageError` naming the argument, its value and the fix.
 
 Shrinking: choices are ordered simplest first and sizes shrink toward 0, and a case draws
 its per-rank lengths first (one list whose size *is* the world size, so the shrinker removes
@@ -492,7 +492,7 @@ def cases(
     - ``values`` (default None: every recipe of the contract's collective, :func:`recipes_for`):
       the value recipes ranks draw from.
     - ``long_rank`` (default False): 1-d cases in which some rank holds at least
-      :data:`~harness.strategies.LONG_LENGTH` elements (shrinking keeps one that long).
+      :data:`~harness.coverage.LONG_LENGTH` elements (shrinking keeps one that long).
     - ``min_ndim`` (default 1, at most 4): cases of at least this many dims; 2 or more is where
       input and cotangent layouts differ from a contiguous one (a transposed 1-d tensor is one).
     - ``like`` (default None): cases held to a :class:`Like`'s raggedness, zero-size dim and

@@ -1,6 +1,6 @@
 """Argument checks for the public strategies: validate before drawing, name the argument.
 
-Each check raises :class:`harness.contract.UsageError` with ``<argument>=<value>`` in the
+Each check raises :class:`harness.errors.UsageError` with ``<argument>=<value>`` in the
 message and the fix, so that a bad option fails when the strategy is built (in the CLI or at
 test collection), not on the first draw deep inside a run.
 """

@@ -16,10 +16,11 @@ from harness.api import GatherNote, target_of
 from harness.contract import UsageError
 from harness.pool import Pool
 from harness.targets import TargetError
-from tests import planted_faults
+from tests.budgets import COMMAND_TIMEOUT_S, SCRIPT_TIMEOUT_S
+from tests.planted import faults as planted_faults
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: ``upcast`` returns float32 for float64 input.
 UPCAST = PLANTED + '''
 
@@ -29,6 +30,7 @@ def upcast(x, dim):
 '''
 
 
+@pytest.mark.slow
 def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_path: Path) -> None:
     (tmp_path / "gathers.py").write_text(UPCAST)
     with pytest.raises(AssertionError) as raised:
@@ -53,6 +55,7 @@ def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_p
     assert lines[-1] == "how to read a case line: python -m harness explain-case"
 
 
+@pytest.mark.slow
 def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: Path) -> None:
     """The ``or: python -m harness check ...`` line fails the same way (same case, same seed)."""
     (tmp_path / "gathers.py").write_text(UPCAST)
@@ -62,7 +65,7 @@ def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: 
     command = next(line for line in str(raised.value).splitlines() if line.startswith("   or: python -m harness"))
     args = shlex.split(command.removeprefix("   or: python -m harness "))
     done = subprocess.run([sys.executable, "-m", "harness", *args, "--quiet", "--repro-dir", str(tmp_path / "cli")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 1, done.stdout + done.stderr
     case = next(line for line in str(raised.value).splitlines() if line.startswith("case: "))
     assert case in done.stdout
@@ -78,7 +81,7 @@ def test_a_module_level_callable_passes_and_returns_the_report(pool: Pool) -> No
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         report = check_gather(planted_faults.correct, world_sizes=(1, 3), max_examples=10, seed=1)
-    assert (report.verdict, report.target, report.findings) == ("pass", "tests.planted_faults:correct", [])
+    assert (report.verdict, report.target, report.findings) == ("pass", "tests.planted.faults:correct", [])
     assert (report.examples, report.shrink_steps) == (10, 0)
     # ``correct`` carries gradients: said as a note, which a non-differentiable gather does not get
     assert [str(w.message) for w in seen if w.category is GatherNote] == [
@@ -86,10 +89,11 @@ def test_a_module_level_callable_passes_and_returns_the_report(pool: Pool) -> No
         'none checks no gradient: add --grad sum (or local, mean; grad="sum" from Python)']
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        check_gather("tests.planted_bugs:forgot_unpad", ragged=False, world_sizes=(1, 2), max_examples=5)
+        check_gather("tests.planted.bugs:forgot_unpad", ragged=False, world_sizes=(1, 2), max_examples=5)
     assert not [w for w in seen if w.category is GatherNote]
 
 
+@pytest.mark.slow
 def test_a_function_of_a_script_is_found_by_its_file(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text(UPCAST + '''
@@ -102,7 +106,7 @@ if __name__ == "__main__":
     except AssertionError as exc:
         print(exc)
 ''')
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "property violated: dtype" in done.stdout and f"repro: {tmp_path}/.gather-harness/repros/script.upcast-" in done.stdout
 
@@ -126,7 +130,7 @@ def test_file_targets_become_absolute(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "gathers.py").write_text("def gather(x, dim):\n    return x\n")
     assert target_of("sub/gathers.py:gather") == f"{tmp_path}/sub/gathers.py:gather"
-    assert target_of("tests.planted_faults:correct") == "tests.planted_faults:correct"
+    assert target_of("tests.planted.faults:correct") == "tests.planted.faults:correct"
 
 
 @pytest.mark.parametrize(("target", "message"), [
@@ -145,7 +149,7 @@ def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
     with pytest.raises(UsageError, match="cannot all_gather int16"):
         check_gather(planted_faults.correct, dtypes=["int16"])
     with pytest.raises(TargetError, match="has no attribute 'nope'"):
-        check_gather("tests.planted_faults:nope")
+        check_gather("tests.planted.faults:nope")
     with pytest.raises(UsageError, match=r"kwargs\['sizes'\]=<object object at .*only Python literals"):
         check_gather(planted_faults.correct, kwargs={"sizes": object()})
 
@@ -160,6 +164,7 @@ def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
         check_gather(target, grad="sum", max_examples=10)  # without the switch: the contract's mistake, exit 2
 
 
+@pytest.mark.slow
 def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:
     """The seed fixes the search, and the example database still gets the failure (``hypothesis.seed``
     alone would switch the database off: it did, silently, until the soak benchmark measured it)."""
@@ -176,13 +181,13 @@ def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool
             nonlocal seen
             seen = progress
 
-        run_check("tests.planted_faults:correct", Contract(world_sizes=(1, 2)), max_examples=30, seed=seed, pool=pool,
+        run_check("tests.planted.faults:correct", Contract(world_sizes=(1, 2)), max_examples=30, seed=seed, pool=pool,
                   on_example=keep, base_settings=settings(database=None))
         return [case.to_json() for case, _ in seen.seen]
 
     assert cases(7) == cases(7) != cases(8)
     database = tmp_path / "examples"
-    report = run_check("tests.planted_bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=30, seed=7,
+    report = run_check("tests.planted.bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=30, seed=7,
                        pool=pool, base_settings=settings(database=DirectoryBasedExampleDatabase(database)))
     assert report.verdict == "fail"
     assert [path for path in database.rglob("*") if path.is_file()], "the failure was not saved"

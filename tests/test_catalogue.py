@@ -23,6 +23,8 @@ from harness.finding import Finding
 from harness.search import run_check
 from harness.variants import CATALOGUE, by_name
 
+pytestmark = pytest.mark.slow  # every catalogue variant is a whole search (up to 30 s each)
+
 PASS_BUDGET = 60  # examples for a variant that must pass
 FAIL_BUDGET = 150  # examples within which a known flaw must be found
 

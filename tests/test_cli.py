@@ -20,8 +20,9 @@ import torch
 from harness import arguments, cli, options
 from harness.output import ProgressLine
 from harness.search import Progress
+from tests.budgets import COMMAND_TIMEOUT_S
 
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: planted_faults.correct is correct; these two are not.
 BUGGY = PLANTED + '''
 
@@ -125,12 +126,14 @@ def test_bad_input_is_exit_2_with_one_line(targets: Path, capsys: pytest.Capture
     assert message.format(d=targets) in err and "Traceback" not in err and "<frozen" not in err
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_real_process_prints_one_line(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "check", "missing.py:gather")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "error: target file 'missing.py' does not exist\n"
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_early_gets_the_verdicts_status_not_an_internal_error(tmp_path: Path) -> None:
     """``check ... | head -1``: the reader closes the pipe after the first line; the check goes on
     to its verdict (a counterexample: exit 1) and leaves no internal-error file (before: exit 3,
@@ -205,6 +208,7 @@ def test_explain_case_and_a_whole_command_line_error_import_no_torch(tmp_path: P
     assert "How to read a case line" in done.stdout and "C=ints" in done.stdout
 
 
+@pytest.mark.slow
 def test_correct_gather_passes(targets: Path) -> None:
     done = run_cli(targets, "check", "gathers.py:correct", "--max-examples", "15", "--seed", "7",
                    "--json", "out.json")
@@ -219,6 +223,7 @@ def test_correct_gather_passes(targets: Path) -> None:
     assert "PASS: no counterexample in 15 examples (" in done.stdout
 
 
+@pytest.mark.slow
 def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
     summary = targets / "summary.md"
     done = run_cli(targets, "check", "gathers.py:unpad_by_value", "--dtypes", "float32", "--world-sizes", "1-2",
@@ -241,6 +246,7 @@ def test_unpadding_by_value_is_a_counterexample(targets: Path) -> None:
     assert "gather-harness check `gathers.py:unpad_by_value`: ❌ fail" in summary.read_text()
 
 
+@pytest.mark.slow
 def test_float32_for_float64_is_a_dtype_counterexample(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = cli.main(["check", f"{targets}/gathers.py:float32_result", "--dtypes", "float64", "--max-examples", "10",
                        "--repro-dir", str(targets), "--quiet"])
@@ -249,6 +255,7 @@ def test_float32_for_float64_is_a_dtype_counterexample(targets: Path, capsys: py
     assert "output.dtype=float32, but should be float64 on rank 0" in out
 
 
+@pytest.mark.slow
 def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = cli.main(["check", f"{targets}/gathers.py:correct", "--duration", "1s", "--world-sizes", "2-3"])
     out = capsys.readouterr().out
@@ -292,4 +299,4 @@ def run_cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
     environment = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
     environment.update(env, GATHER_HARNESS_PROFILE="ci")
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=environment, capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=COMMAND_TIMEOUT_S)

@@ -39,10 +39,11 @@ from harness.conventions import Call, Misfit, detect_output, plan_call, read
 from harness.errors import UsageError
 from harness.procedure import RankResult
 from harness.search import Progress, run_check
-from tests import planted_conventions
+from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S
+from tests.planted import conventions as planted_conventions
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = "tests.planted_conventions"
+PLANTED = "tests.planted.conventions"
 BUDGET = 60
 MISFIT_LIMIT_S = 10.0
 
@@ -225,7 +226,7 @@ CORRECT = [
 
 @pytest.mark.parametrize("target, contract, output", CORRECT, ids=[c[2] + "-" + c[0].split(":")[1] for c in CORRECT])
 def test_a_correct_gather_in_each_convention_passes(pool, target: str, contract: Contract, output: str) -> None:
-    report = run_check(str(ROOT / target), contract, max_examples=BUDGET, timeout=5.0, pool=pool)
+    report = run_check(str(ROOT / target), contract, max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool)
     assert report.convention is not None and report.convention.output == output
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
 
@@ -241,7 +242,7 @@ BUGGY = [
 @pytest.mark.parametrize("name, contract, prop, output", BUGGY, ids=[b[3] + "-" + b[0] for b in BUGGY])
 def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: Contract, prop: str,
                                                        output: str) -> None:
-    report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout=5.0, pool=pool,
+    report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool,
                        shrink_budget_s=20.0)
     assert report.convention is not None and report.convention.output == output
     assert prop in [f.property for f in report.findings], "\n\n".join(f.text() for f in report.findings)
@@ -249,7 +250,7 @@ def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: 
 
 def test_a_stack_that_is_missing_at_one_rank_shrinks_to_one_rank(pool) -> None:
     report = run_check(f"{PLANTED}:unstacked_on_one_rank", Contract(output="stack"), max_examples=BUDGET,
-                       timeout=5.0, pool=pool, shrink_budget_s=20.0)
+                       timeout=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
     [finding] = report.findings
     assert finding.case.world_size == 1 and finding.case.output == "stack", finding.message
 
@@ -261,9 +262,10 @@ def group_rank_differs(case: Case) -> bool:
     return any(case.members(r).index(r) != r for group in case.groups for r in group)
 
 
+@pytest.mark.slow
 def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum", groups=True),
-                       max_examples=150, timeout=5.0, pool=pool, shrink_budget_s=20.0)
+                       max_examples=150, timeout=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
     assert report.convention is not None
     assert report.convention.describe() == "global_rank_on_subgroup(x, group=group) -> stack (detected)"
     [finding] = [f for f in report.findings if f.property == "gradients"]
@@ -273,10 +275,11 @@ def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
 
 def test_without_groups_the_global_rank_bug_hides(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum"),
-                       max_examples=40, timeout=5.0, pool=pool)
+                       max_examples=40, timeout=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
+@pytest.mark.slow
 def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) -> None:
     report = run_check(f"{PLANTED}:ignores_group", Contract(groups=True), max_examples=BUDGET, timeout=3.0,
                        pool=pool, shrink_budget_s=15.0)
@@ -319,11 +322,12 @@ def forms_seen(seen: set[bool]) -> Callable[[Progress], None]:
     return lambda progress: seen.add(progress.current.world_group) if progress.current else None
 
 
+@pytest.mark.slow
 def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: Path) -> None:
     """Lightning#6624: ``AllGatherGrad.apply(x, group)`` -- the call Lightning makes -- returns one
     gradient for two inputs; ``apply(x)`` alone would pass.  The minimal case makes that call,
     and so does its repro script."""
-    report = run_check(f"{PLANTED}:AllGatherGrad", Contract(grad="sum"), timeout=5.0, pool=pool)
+    report = run_check(f"{PLANTED}:AllGatherGrad", Contract(grad="sum"), timeout=CASE_TIMEOUT_S, pool=pool)
     assert report.convention is not None
     assert report.convention.describe() == "AllGatherGrad.apply(x, group) and AllGatherGrad.apply(x) -> stack (detected)"
     [finding] = report.findings
@@ -332,14 +336,14 @@ def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: 
     assert finding.found_by.startswith("the stratified examples"), "the first stratum with gradients passes the group: found before any drawn example"
     script = repro.write(finding, f"{PLANTED}:AllGatherGrad", tmp_path)
     assert "called as AllGatherGrad.apply(x, group)" in script.read_text()
-    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
                           env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
     assert done.returncode == 1 and "incorrect number of gradients (expected 2, got 1)" in done.stdout, done.stdout
 
 
 def test_the_fixed_allgathergrad_passes_called_both_ways(pool) -> None:
     seen: set[bool] = set()
-    report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout=5.0,
+    report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout=CASE_TIMEOUT_S,
                        pool=pool, on_example=forms_seen(seen))
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert seen == {True, False}, "both calls must be made"
@@ -350,7 +354,7 @@ def test_rank_and_world_size_are_those_of_the_group_passed(pool) -> None:
     only with the group rank and size, which subgroups whose ranks differ from global ones test."""
     cases: list[Case] = []
     report = run_check(f"{ROOT}/examples/with_rank.py:all_gather_features", Contract(ragged=False, grad="local", groups=True),
-                       max_examples=BUDGET, timeout=5.0, pool=pool,
+                       max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool,
                        on_example=lambda progress: cases.append(progress.current) if progress.current else None)
     assert report.convention is not None and report.convention.describe() == (
         "all_gather_features(x, rank=rank, world_size=world_size, group=group) -> tensor (detected)")
@@ -362,14 +366,14 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
     """Lightning's ``_all_gather_ddp_if_available(x, sync_grads=True)``: differentiable only with the switch."""
     target = f"{ROOT}/examples/sync_grads.py:all_gather"
     switched = run_check(target, Contract(grad="sum", kwargs=(("sync_grads", "True"),)), max_examples=BUDGET,
-                         timeout=5.0, pool=pool)
+                         timeout=CASE_TIMEOUT_S, pool=pool)
     assert switched.verdict == "pass", "\n\n".join(f.text() for f in switched.findings)
     assert switched.convention is not None and switched.convention.forms == (
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
     # without the switch the result never requires grad: the contract's mistake (exit 2), not a finding
     with pytest.raises(UsageError, match=r"^--grad sum: the result of all_gather\(x, group=group\) requires grad "
                                          r"on none of the probe's cases \(W=1 and W=2, "):
-        run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=5.0, pool=pool)
+        run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool)
 
 
 def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -384,7 +388,7 @@ def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.Captur
 
 
 def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
-    report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout=5.0, pool=pool)
+    report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
 
@@ -420,7 +424,7 @@ MISFITS = [
 def test_a_misfit_is_exit_2_with_one_line_in_seconds(pool, capsys: pytest.CaptureFixture[str], args: list[str],
                                                      message: str) -> None:
     started = time.monotonic()
-    status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:{args[0]}", *args[1:]])
+    status = cli.main(["check", f"{ROOT}/tests/planted/conventions.py:{args[0]}", *args[1:]])
     elapsed = time.monotonic() - started
     out, err = capsys.readouterr()
     assert (status, out) == (2, ""), err
@@ -432,7 +436,7 @@ def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
         pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """It fails on the probe's own case (W=2, 3 elements per rank), and is shrunk from there."""
     started = time.monotonic()
-    status = cli.main(["check", f"{ROOT}/tests/planted_conventions.py:name_error_at_two_ranks", "--repro-dir",
+    status = cli.main(["check", f"{ROOT}/tests/planted/conventions.py:name_error_at_two_ranks", "--repro-dir",
                        str(tmp_path), "--quiet"])
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out

@@ -10,6 +10,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
@@ -18,6 +19,7 @@ from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.coverage import AXES, Coverage, axes, events
 from harness.search import run_check
+from tests.budgets import CASE_TIMEOUT_S
 
 DTYPES = ("float32", "float64", "bfloat16", "int64")
 #: Axes a case takes exactly one value on (the others count each value its ranks hold).
@@ -364,15 +366,16 @@ def test_events_name_every_axis_value_of_a_case() -> None:
 def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
     """A run restricted to W=2 and float32: every example lands in that one cell, none elsewhere."""
     report = run_check("harness.ragged:all_gather_ragged", Contract(dtypes=("float32",), world_sizes=(2, 2)),
-                       max_examples=30, timeout=5.0, pool=pool, seed=3)
+                       max_examples=30, timeout=CASE_TIMEOUT_S, pool=pool, seed=3)
     assert report.verdict == "pass" and report.examples == 30
     assert report.coverage.examples == report.examples
     assert {key for key, tally in report.coverage.cells.items() if tally.examples} == {(2, "float32")}
     assert report.coverage.cell(2, "float32") == (30, 0)
 
 
+@pytest.mark.slow
 def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
-    report = run_check("tests.planted_bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=5.0,
+    report = run_check("tests.planted.bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=CASE_TIMEOUT_S,
                        pool=pool, seed=5)
     assert [finding.case.dtype for finding in report.findings] == ["complex64"]
     failing = {dtype for (_, dtype), tally in report.coverage.cells.items() if tally.failures}

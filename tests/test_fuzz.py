@@ -44,10 +44,11 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_fuzz_finds_a_planted_bug_and_the_finding_replays(tmp_path: Path, isolated: Path,
                                                           capsys: pytest.CaptureFixture) -> None:
     """The run ends once its only target has a finding (exit 1); replay runs that case again."""
-    result = subprocess.run(fuzz_command(tmp_path, "tests.planted_bugs:reversed_ranks", "--duration", "1m"),
+    result = subprocess.run(fuzz_command(tmp_path, "tests.planted.bugs:reversed_ranks", "--duration", "1m"),
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     summary = read_summary(tmp_path / "fuzz.json")
@@ -62,6 +63,7 @@ def test_fuzz_finds_a_planted_bug_and_the_finding_replays(tmp_path: Path, isolat
     assert "reversed_ranks (values): reproduced" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fuzz_over_two_catalogue_variants_finds_nothing(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     """Both variants get turns within the budget; nothing found is exit 0 and a passing summary."""
     assert main(["fuzz", "--variants", "ours_sum,ours_local", "--duration", "4", "--world-sizes", "1-3",
@@ -74,6 +76,7 @@ def test_fuzz_over_two_catalogue_variants_finds_nothing(isolated: Path, capsys: 
     assert "NOTHING FOUND" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_leaves_a_valid_summary_and_no_ranks(tmp_path: Path) -> None:
     summary_path = tmp_path / "fuzz.json"
     fuzz = subprocess.Popen(fuzz_command(tmp_path, CORRECT, "--duration", "2m", "--save-every", "0.5",
@@ -137,10 +140,10 @@ def _descendants(pid: int) -> list[int]:
 def test_a_replay_makes_the_call_the_finding_made(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     """The finding's ``call`` (here ``.apply`` with the world group) is the replay's call, not ``f(x, dim)``."""
     from harness.conventions import plan_call
-    from tests import planted_conventions
+    from tests.planted import conventions as planted_conventions
 
     case = Case(ranks=(RankSpec((2,)), RankSpec((2,))), grad="sum", output="stack", world_group=True)
-    findings = [{"index": n, "name": name, "target": f"tests.planted_conventions:{name}", "property": "gradients",
+    findings = [{"index": n, "name": name, "target": f"tests.planted.conventions:{name}", "property": "gradients",
                  "case": case.to_dict(), "call": plan_call(getattr(planted_conventions, name)).to_dict()}
                 for n, name in enumerate(("AllGatherGrad", "AllGatherGradFixed"))]
     (isolated / "lightning.json").write_text(json.dumps({"findings": findings}))
@@ -154,7 +157,7 @@ def test_a_replay_makes_the_call_the_finding_made(isolated: Path, capsys: pytest
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the hint given on a machine without CUDA")
 def test_a_cuda_finding_replays_on_cpu_when_asked(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     case = Case(ranks=(RankSpec((1,)), RankSpec((1,))), backend="nccl", device="cuda")
-    finding = {"index": 0, "name": "reversed_ranks", "target": "tests.planted_bugs:reversed_ranks",
+    finding = {"index": 0, "name": "reversed_ranks", "target": "tests.planted.bugs:reversed_ranks",
                "property": "values", "case": case.to_dict(), "out_of_contract": False}
     (isolated / "gpu.json").write_text(json.dumps({"findings": [finding]}))
 
@@ -170,7 +173,7 @@ def test_a_replay_says_reproduced_only_for_the_findings_own_property(isolated: P
     this machine cannot import is a usage error: before, both came back as "reproduced" (a CUDA
     finding replayed on a machine without the target's module)."""
     case = Case(ranks=(RankSpec((1,)), RankSpec((1,))))
-    finding = {"index": 0, "name": "reversed_ranks", "target": "tests.planted_bugs:reversed_ranks",
+    finding = {"index": 0, "name": "reversed_ranks", "target": "tests.planted.bugs:reversed_ranks",
                "property": "dtype", "case": case.to_dict(), "out_of_contract": False}
     (isolated / "other.json").write_text(json.dumps({"findings": [finding]}))
     assert main(["replay", str(isolated / "other.json")]) == 1

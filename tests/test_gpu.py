@@ -19,7 +19,7 @@ from harness.machine import check_devices
 from harness.pool import Pool
 from harness.search import run_check
 
-DEVICE_RAGGED = "tests.gpu_gathers:device_ragged"
+DEVICE_RAGGED = "tests.planted.gpu_gathers:device_ragged"
 EXAMPLES = 25
 
 
@@ -58,7 +58,7 @@ def test_nccl_capabilities_are_measured_on_the_gpu(pool: Pool) -> None:
 
 @needs_gpu
 def test_cpu_tensors_to_nccl_are_a_reported_failure_and_the_pool_heals(pool: Pool) -> None:
-    outcome = pool.run(nccl_case(), "tests.gpu_gathers:cpu_collective", timeout=30.0)
+    outcome = pool.run(nccl_case(), "tests.planted.gpu_gathers:cpu_collective", timeout=30.0)
     violations = check_outcome(outcome)
     assert violations and {v.kind for v in violations} <= {"exception", "crash", "hang"}, violations
     healed = pool.run(nccl_case(), DEVICE_RAGGED, timeout=30.0)
@@ -68,9 +68,9 @@ def test_cpu_tensors_to_nccl_are_a_reported_failure_and_the_pool_heals(pool: Poo
 #: A planted fault on the last rank (the only one under nccl on one GPU), what it must be reported
 #: as, and the function its stack or traceback must name.
 NCCL_FAULTS = [
-    ("tests.planted_faults:hang_last_rank", "hang", "in hang_last_rank"),
-    ("tests.planted_faults:segfault_last_rank", "crash", "segfault_last_rank"),
-    ("tests.gpu_gathers:device_assert_last_rank", "exception", "device_assert_last_rank"),
+    ("tests.planted.faults:hang_last_rank", "hang", "in hang_last_rank"),
+    ("tests.planted.faults:segfault_last_rank", "crash", "segfault_last_rank"),
+    ("tests.planted.gpu_gathers:device_assert_last_rank", "exception", "device_assert_last_rank"),
 ]
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from harness import cli
 
+pytestmark = pytest.mark.slow  # a dry-run step of tools/gpu_evidence.py (about 20 s)
+
 SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "gpu_evidence.py"
 
 

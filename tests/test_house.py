@@ -18,16 +18,20 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.budgets import COMMAND_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Repository folder -> the package name it installs as.
@@ -57,7 +61,7 @@ ADDRESS = re.compile(r"^(harness(?:\.\w+)+):[\w.]+$")
 CORRECT_GATHER = "from harness.ragged import all_gather_ragged as gather\n"
 
 
-def run(*args: str, cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path, timeout: float = COMMAND_TIMEOUT_S, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **env}
     for name in ("PYTEST_XDIST_WORKER", "PYTHONDONTWRITEBYTECODE"):  # a user's shell has neither
         environment.pop(name, None)
@@ -254,6 +258,7 @@ def test_the_embedding_check_finds_planted_imports() -> None:
 
 
 @pytest.mark.dev_env
+@pytest.mark.slow
 def test_mypy_passes() -> None:
     done = run(sys.executable, str(ROOT / "tools" / "typecheck.py"), cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -271,6 +276,7 @@ def test_ruff_passes() -> None:
 
 
 @pytest.mark.dev_env
+@pytest.mark.slow
 def test_a_built_wheel_installs_only_the_harness_package(tmp_path: Path) -> None:
     source = tmp_path / "src"
     for entry in ("harness", "strategies", "reference", "pyproject.toml", "README.md"):
@@ -300,6 +306,7 @@ def crowded(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_check_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
     done = run(sys.executable, "-m", "harness", "check", "ok.py:gather", "--max-examples", "5", "--world-sizes",
                "1-2", "--quiet", cwd=crowded)
@@ -307,6 +314,7 @@ def test_check_works_beside_a_users_strategies_and_reference(crowded: Path) -> N
     assert "PASS: no counterexample in 5 examples" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_works_beside_a_users_strategies_and_reference(crowded: Path) -> None:
     done = run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gather-impl", "ok.py:gather",
                "--gather-max-examples", "5", "--gather-world-sizes", "1-2", "-q", cwd=crowded)
@@ -317,6 +325,7 @@ def test_the_plugin_works_beside_a_users_strategies_and_reference(crowded: Path)
 # -- nothing left behind --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_scratch_project_stays_clean(tmp_path: Path) -> None:
     """``check`` (a pass and a failure), ``fuzz`` and ``report`` leave only the hidden directory."""
     (tmp_path / "ok.py").write_text(CORRECT_GATHER)
@@ -337,3 +346,146 @@ def test_a_scratch_project_stays_clean(tmp_path: Path) -> None:
     assert (hidden / "fuzz.json").is_file()
     [repro] = (hidden / "repros").glob("bad.upcast-*/dtype.py")
     assert repro.is_file()
+
+
+# -- prose that is checked ------------------------------------------------------------------------
+
+#: A cross-reference in a docstring, ``:role:`target```, the target optionally led by ``~`` or ``.``.
+REFERENCE = re.compile(r":(?:class|func|meth|data|mod|attr|exc|obj):`([^`]+)`")
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def docstrings(source: str) -> list[tuple[str, str]]:
+    """Each docstring and ``#:`` comment of ``source`` with the scope it documents: ``""`` (the module),
+    ``"Case"``, ``"Case.describe"``."""
+    found: list[tuple[str, str]] = []
+    lines = source.splitlines()
+
+    def visit(node: ast.AST, scope: list[str]) -> None:
+        if isinstance(node, _DOCUMENTED) and (text := ast.get_docstring(node, clean=False)):
+            found.append((".".join(scope), text))
+        for statement in getattr(node, "body", []) if isinstance(node, (ast.Module, ast.ClassDef)) else []:
+            above = statement.lineno - 2
+            while above >= 0 and lines[above].lstrip().startswith("#:"):
+                found.append((".".join(scope), lines[above]))
+                above -= 1
+        for child in ast.iter_child_nodes(node):
+            inner = [*scope, child.name] if isinstance(child, _DOCUMENTED[1:]) else scope
+            visit(child, inner)
+
+    visit(ast.parse(source), [])
+    return found
+
+
+def imported_names(name: str, source: str) -> dict[str, str]:
+    """What each name ``source`` imports (anywhere, ``TYPE_CHECKING`` blocks included) stands for, dotted."""
+    package = name.rpartition(".")[0]
+    names: dict[str, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.asname or alias.name.split(".")[0]: alias.name if alias.asname else alias.name.split(".")[0]
+                      for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}".rstrip(".")
+            names |= {alias.asname or alias.name: f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+_TERMINAL = object()  # a name that exists only on instances (a field, an attribute set in a method)
+_MISSING = object()
+
+
+def _member(owner: object, attr: str) -> object:
+    if hasattr(owner, attr):
+        return getattr(owner, attr)
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in inspect.get_annotations(klass) or attr in getattr(klass, "__slots__", ()):
+                return _TERMINAL
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+            except (OSError, TypeError):
+                continue
+            if any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+                   and node.attr == attr for node in ast.walk(tree)):
+                return _TERMINAL
+    return _MISSING
+
+
+def defined(dotted: str) -> bool:
+    """Whether ``dotted`` names a module, or something a module defines (on a class: instance attributes too)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            owner: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            found = _member(owner, attr) if owner is not _TERMINAL else _MISSING
+            if found is _MISSING:
+                return False
+            owner = found
+        return True
+    return False
+
+
+def moved(dotted: str) -> str | None:
+    """Where a class or function that ``dotted`` names through a module (not a package's public name) is
+    defined, when that is another module: ``harness.contract.UsageError`` names an import, the class
+    lives in ``harness.errors``."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        found = getattr(module, parts[cut], None)
+        home = getattr(found, "__module__", None)
+        if hasattr(module, "__path__") or not (inspect.isclass(found) or inspect.isfunction(found)):
+            return None
+        return home if home != module.__name__ else None
+    return None
+
+
+def unresolved(module: str, source: str) -> list[str]:
+    """The references in ``module``'s docstrings that name nothing: tried as written (fully qualified, or
+    torch, the standard library, Hypothesis), from the enclosing class or function outwards, through
+    the module's imports, and from its package.  A name written out in full must be the definition's
+    own (:func:`moved`)."""
+    imports = imported_names(module, source)
+    package = module.rpartition(".")[0]
+    wrong = []
+    for scope, text in docstrings(source):
+        for target in REFERENCE.findall(text):
+            name = target.lstrip("~.").removesuffix("()")
+            head, _, rest = name.partition(".")
+            outer = scope.split(".") if scope else []
+            tries = [name, *(".".join([module, *outer[:depth], name]) for depth in range(len(outer), -1, -1)),
+                     f"{package}.{name}", f"harness.{name}"]
+            if head in imports:
+                tries.append(imports[head] + (f".{rest}" if rest else ""))
+            if name.startswith("harness.") and (home := moved(name)):
+                wrong.append(f"{scope or '<module>'}: {target} (defined in {home})")
+            elif not any(defined(dotted) for dotted in tries):
+                wrong.append(f"{scope or '<module>'}: {target}")
+    return wrong
+
+
+def test_every_docstring_reference_names_a_definition() -> None:
+    """A ``:class:``/``:func:``/``:meth:``/``:data:``/``:mod:``/``:attr:``/``:exc:`` reference in a docstring or a
+    ``#:`` comment that no longer names anything (a class moved, a function renamed) misleads the reader."""
+    wrong = {name: found for name, path in module_files().items() if (found := unresolved(name, path.read_text()))}
+    assert wrong == {}
+
+
+def test_the_reference_check_finds_planted_stale_references() -> None:
+    source = ('"""Raises :class:`UsageError`; see :func:`~harness.api.verify_target` and :data:`EXIT`."""\n'
+              'class Exit:\n    """One of :data:`Exit.USAGE`, not :class:`harness.contract.UsageError`; as :class:`torch.Tensor` and :func:`hypothesis.given`."""\n'
+              '    #: Not :data:`USAGES`.\n    USAGE = 2\n\n    def name(self) -> str:\n        """Says :attr:`USAGE`, not :attr:`.usage`."""\n')
+    assert unresolved("harness.errors", source) == ["<module>: ~harness.api.verify_target", "<module>: EXIT",
+                                                    "Exit: harness.contract.UsageError (defined in harness.errors)",
+                                                    "Exit: USAGES",
+                                                    "Exit.name: .usage"]

@@ -1,5 +1,5 @@
 """Reduce-scatter and all-to-all through the same harness: the reference, the planted bugs
-(``tests/planted_neighbours.py``) found and shrunk, our own implementations passing, and the
+(``tests/planted/neighbours.py``) found and shrunk, our own implementations passing, and the
 calling conventions (split sizes bound by name, a ragged claim without them refused)."""
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from harness.conventions import describe_result, plan_call
 from harness.errors import Misfit, UsageError
 from harness.search import Finding, run_check
 from harness.targets import load
+from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
+from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
+
+pytestmark = pytest.mark.slow  # planted reduce-scatter and all-to-all bugs, each a search with shrinking
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {name: collective.roles for name, collective in COLLECTIVES.items()}
 
 BUDGET = 100  # the ci profile's: the default budget finds each of these
-TIMEOUT_S = 3.0
-SHRINK_BUDGET_S = 25.0
 
 RS = {"collective": "reduce-scatter"}
 A2A = {"collective": "all-to-all"}
@@ -113,7 +115,7 @@ def test_contracts_of_the_neighbours_refuse_what_has_no_meaning() -> None:
 
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
-    report = run_check(f"tests.planted_neighbours:{name}", Contract(**contract), max_examples=BUDGET,
+    report = run_check(f"tests.planted.neighbours:{name}", Contract(**contract), max_examples=BUDGET,
                        timeout=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
@@ -178,8 +180,8 @@ def test_a_first_parameter_that_says_list_gets_the_pieces_of_x() -> None:
 
 
 @pytest.mark.parametrize(("target", "contract", "output"), [
-    ("tests.planted_neighbours:rs_list", {**RS, "grad": "adjoint", "groups": True}, "tensor"),
-    ("tests.planted_neighbours:a2a_lists", {**A2A, "grad": "adjoint", "groups": True}, "list"),
+    ("tests.planted.neighbours:rs_list", {**RS, "grad": "adjoint", "groups": True}, "tensor"),
+    ("tests.planted.neighbours:a2a_lists", {**A2A, "grad": "adjoint", "groups": True}, "list"),
 ])
 def test_list_forms_that_are_right_pass(pool, target: str, contract: dict, output: str) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
@@ -204,8 +206,8 @@ def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
     from harness.probe import probe
 
     with pytest.raises(Misfit, match="takes no split_sizes parameter .* --no-ragged"):
-        probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS), "float32", timeout=TIMEOUT_S)
-    found = probe(pool, "tests.planted_neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
+        probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS), "float32", timeout=TIMEOUT_S)
+    found = probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
                   timeout=TIMEOUT_S)
     assert found.failed is None and found.convention.call.roles == ("dim", "group")
 
@@ -215,7 +217,7 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     harness does: a correct target that rounds otherwise than the reference does not reproduce,
     a wrong slot does."""
     case = rs_case((4, 4, 4), values="normal")  # W=3 float32: gloo rounds otherwise than the reference
-    for target, code in (("harness.ragged:reduce_scatter_sum", 0), ("tests.planted_neighbours:rs_wrong_slot", 1)):
+    for target, code in (("harness.ragged:reduce_scatter_sum", 0), ("tests.planted.neighbours:rs_wrong_slot", 1)):
         finding = Finding("values", "mismatch", replace(case, grad="none"), "(planted)", [],
                           call=plan_call(load(target), roles=ROLES["reduce-scatter"]))
         path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout=10, out_of_contract=False)
@@ -239,7 +241,7 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
 def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop: str, tmp_path: Path) -> None:
     """The faithful repro (the harness's own procedure and checks, embedded) and the minimal one
     (plain torch: split sizes as literals, the reference's result as data) both exit 1."""
-    target = f"tests.planted_neighbours:{name}"
+    target = f"tests.planted.neighbours:{name}"
     finding = Finding(prop, "mismatch", case, "(planted)", [], call=plan_call(load(target), roles=ROLES[
         case.collective]))
     faithful = repro.write(finding, target, tmp_path, timeout=10)
@@ -275,7 +277,7 @@ def test_a_second_dim_parameter_is_refused_naming_it() -> None:
 
 def test_a_group_first_is_passed_first() -> None:
     """``apply(group, input, ...)``, as the Ulysses functions take their group: by position, before x."""
-    from tests.planted_neighbours import AllToAllGroupFirst
+    from tests.planted.neighbours import AllToAllGroupFirst
 
     call = plan_call(AllToAllGroupFirst, roles=ROLES["all-to-all"])
     assert call.describe() == "AllToAllGroupFirst.apply(group, x, dim)"
@@ -289,7 +291,7 @@ def test_an_output_list_the_caller_passes_is_allocated_and_read() -> None:
     """DGL's ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``: the
     parameters before the input bound by name, the list filled and read; torch's ``output`` first
     is refused naming it: x cannot go there."""
-    from tests.planted_neighbours import alltoallv
+    from tests.planted.neighbours import alltoallv
 
     call = plan_call(alltoallv, roles=ROLES["all-to-all"])
     assert call.describe() == "alltoallv(rank, world_size, output_list, list(x.split(input_split_sizes, dim)))"
@@ -314,11 +316,11 @@ def test_a_result_of_several_items_is_told_in_order() -> None:
 
 
 @pytest.mark.parametrize(("target", "contract", "described"), [
-    ("tests.planted_neighbours:a2a_with_handle", {**A2A, "grad": "adjoint", "groups": True}, "first"),
-    ("tests.planted_neighbours:rs_with_handle", {**RS, "grad": "adjoint"}, "first"),
-    ("tests.planted_neighbours:AllToAllGroupFirst", {**A2A, "ragged": False, "grad": "adjoint"},
+    ("tests.planted.neighbours:a2a_with_handle", {**A2A, "grad": "adjoint", "groups": True}, "first"),
+    ("tests.planted.neighbours:rs_with_handle", {**RS, "grad": "adjoint"}, "first"),
+    ("tests.planted.neighbours:AllToAllGroupFirst", {**A2A, "ragged": False, "grad": "adjoint"},
      "AllToAllGroupFirst.apply(group, x, dim)"),
-    ("tests.planted_neighbours:alltoallv", A2A, "list"),
+    ("tests.planted.neighbours:alltoallv", A2A, "list"),
 ])
 def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, described: str) -> None:
     report = run_check(target, Contract(**contract, dtypes=("float32", "float64")), max_examples=BUDGET,
@@ -351,7 +353,7 @@ def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.Capture
                                                           flags: list[str], message: str) -> None:
     from harness import cli
 
-    status = cli.main(["check", f"tests.planted_neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
+    status = cli.main(["check", f"tests.planted.neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
                        "--world-sizes", "1-2", *flags])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and message in err, err
@@ -360,7 +362,7 @@ def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.Capture
 def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unchanged_note(pool) -> None:
     from harness.checks import IN_PLACE_NOTE
 
-    report = run_check("tests.planted_neighbours:rs_in_place", Contract(**RS, dtypes=("float32",), world_sizes=(2, 2)),
+    report = run_check("tests.planted.neighbours:rs_in_place", Contract(**RS, dtypes=("float32",), world_sizes=(2, 2)),
                        max_examples=20, timeout=TIMEOUT_S, pool=pool)
     assert "inputs-untouched" in {finding.property for finding in report.findings}
     assert IN_PLACE_NOTE not in report.notes
@@ -374,7 +376,7 @@ def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adj
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        check_gather("tests.planted_neighbours:AllToAllGroupFirst", collective="all-to-all", ragged=False, world_sizes=(1, 2),
+        check_gather("tests.planted.neighbours:AllToAllGroupFirst", collective="all-to-all", ragged=False, world_sizes=(1, 2),
                      dtypes=("float32",), max_examples=5)
     notes = [str(w.message) for w in seen if w.category is GatherNote]
     assert any("differentiable (an autograd.Function) but --grad none checks no gradient: add --grad adjoint" in note
@@ -458,7 +460,7 @@ def test_the_relayout_flags_are_checked_against_the_contract() -> None:
 
 
 def test_both_dims_of_a_relayout_are_bound_by_name() -> None:
-    from tests.planted_neighbours import SeqAllToAll, a2a_two_dims
+    from tests.planted.neighbours import SeqAllToAll, a2a_two_dims
 
     ulysses = plan_call(SeqAllToAll, roles=ROLES["all-to-all"])
     assert ulysses.takes_scatter_dim and ulysses.describe() == "SeqAllToAll.apply(group, x, scatter_dim, gather_dim)"
@@ -473,8 +475,8 @@ def test_both_dims_of_a_relayout_are_bound_by_name() -> None:
 
 @pytest.mark.parametrize(("target", "contract"), [
     ("harness.ragged:relayout", {**RELAYOUT, "grad": "adjoint", "groups": True}),
-    ("tests.planted_neighbours:SeqAllToAll", {**RELAYOUT, "ragged": False, "grad": "adjoint"}),
-    ("tests.planted_neighbours:relayout_fixed_dims", {**A2A, "ragged": False, "scatter_dim": "2", "gather_dim": "1"}),
+    ("tests.planted.neighbours:SeqAllToAll", {**RELAYOUT, "ragged": False, "grad": "adjoint"}),
+    ("tests.planted.neighbours:relayout_fixed_dims", {**A2A, "ragged": False, "scatter_dim": "2", "gather_dim": "1"}),
 ], ids=["ours", "SeqAllToAll", "fixed-dims"])
 def test_a_correct_relayout_passes(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
@@ -520,7 +522,7 @@ def test_the_seven_published_signatures_are_called_as_written() -> None:
     def single_all_to_all_newer(input, scatter_idx, gather_idx, batch_dim_idx, group, async_op=False, handle=None,
                                 type=None): ...
     def all_to_all(x, output_split_sizes, input_split_sizes, group, async_op=False): ...  # megablocks
-    from tests.planted_neighbours import alltoallv  # DGL's
+    from tests.planted.neighbours import alltoallv  # DGL's
 
     roles = ROLES["all-to-all"]
     as_written = {

@@ -1,6 +1,6 @@
 """The properties have teeth: every planted bug is found and shrunk to a case named in advance.
 
-One planted gather (``tests/planted_bugs.py``) per property of BRIEF §4 and per dimension
+One planted gather (``tests/planted/bugs.py``) per property of BRIEF §4 and per dimension
 of the strategies (BRIEF §5).  Each is searched with the CI budget over the full default
 contract (every dtype gloo can gather), so the test also shows the strategies reach the
 dimension that exposes the bug.  The expected minimal cases are what Hypothesis reaches
@@ -22,16 +22,17 @@ from harness.contract import Contract
 from harness.conventions import Call
 from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
+from tests.budgets import PLANTED_SHRINK_BUDGET_S, PLANTED_TIMEOUT_S
 from tests.test_catalogue import RELEASE, is_zero
 
+pytestmark = pytest.mark.slow  # every planted bug is a search with shrinking (150 examples each)
+
 BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimensions
-TIMEOUT_S = 3.0
-SHRINK_BUDGET_S = 25.0  # bugs that hang or desync shrink at ~1 s a step; the minimal shapes below hold by then
 
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
-    report = run_check(f"tests.planted_bugs:{name}", Contract(**contract), max_examples=BUDGET,
-                       timeout=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
+    report = run_check(f"tests.planted.bugs:{name}", Contract(**contract), max_examples=BUDGET,
+                       timeout=PLANTED_TIMEOUT_S, pool=pool, shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
 
@@ -93,16 +94,16 @@ def test_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop: 
 
 @pytest.mark.parametrize("grad", ["none", "sum"])
 def test_a_correct_gather_never_fails(pool, grad: str) -> None:
-    report = run_check("tests.planted_bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
+    report = run_check("tests.planted.bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
     assert report.examples == 200
 
 
 def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
     """Equal-only by claim; on ragged input it pads and never unpads, without a word."""
-    report = run_check("tests.planted_bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
-                       max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool, probe_misuse=True,
-                       shrink_budget_s=SHRINK_BUDGET_S)
+    report = run_check("tests.planted.bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
+                       max_examples=BUDGET, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True,
+                       shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.findings == []  # in contract it is correct
     [finding] = report.misuse_findings
     assert (finding.property, finding.kind) == ("misuse", "wrong-answer"), finding.message
@@ -110,15 +111,15 @@ def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
 
 
 def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
-    report = run_check("tests.planted_bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
-                       max_examples=60, timeout=TIMEOUT_S, pool=pool, probe_misuse=True)
+    report = run_check("tests.planted.bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
+                       max_examples=60, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
     assert report.misuse_examples > 0
 
 
 # -- an in-place write that keeps the values: the version counter sees it ------------------------
 
-IN_PLACE = "tests.planted_bugs:writes_own_slot_in_place"
+IN_PLACE = "tests.planted.bugs:writes_own_slot_in_place"
 #: torch 2.4 and 2.5 refuse the write when the input is a leaf that requires grad, or a view of one: the
 #: target raises in its forward instead (docs/findings/gloo_all_gather_into_leaf_view.py, measured on
 #: every release from 2.4 to 2.15), which the harness reports as what it is, a ``values`` exception.
@@ -129,7 +130,7 @@ CI = profile_settings("ci")  # no example database: what earlier runs saved does
 
 def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, grad="local", dtypes=("float32",), world_sizes=(1, 2)),
-                       max_examples=30, timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+                       max_examples=30, timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     [finding] = report.findings
     if IN_PLACE_REFUSED:
         assert (finding.property, finding.kind, finding.status) == ("values", "exception", "confirmed")
@@ -145,20 +146,20 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
     assert "'one of the variables needed for gradient computation has been modified by an inplace operation' when " \
            "the op before the collective saved its output (relu, sigmoid, ...)" in finding.message
     # What the message claims happens in a model, on a rank: relu saves its output, backward refuses.
-    [result] = pool.call(1, "tests.planted_bugs:relu_then_in_place_gather")
+    [result] = pool.call(1, "tests.planted.bugs:relu_then_in_place_gather")
     assert result is not None and "modified by an inplace operation" in result.value, result
 
 
 def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
-                       timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+                       timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.notes == [IN_PLACE_NOTE]
 
 
 def test_a_gather_that_writes_nothing_gets_no_note(pool) -> None:
-    report = run_check("tests.planted_bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
-                       max_examples=10, timeout=TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+    report = run_check("tests.planted.bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
+                       max_examples=10, timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     assert report.verdict == "pass" and report.notes == []
 
 

@@ -18,7 +18,7 @@ pytest_plugins = ["pytester"]
 #: The installed pytest's major release (its short summary differs, see the xdist test).
 PYTEST_MAJOR = int(pytest.__version__.split(".")[0])
 
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: planted_faults.correct is correct; ``upcast`` returns float32 for float64 input.
 GATHERS = PLANTED + '''
 
@@ -73,6 +73,7 @@ def test_a_fixed_argument_reaches_the_gather_and_the_header(gathers: pytest.Pyte
     result.stdout.fnmatch_lines(["  contract ragged dims=any grad=none dtypes=all kwargs(flag=True); backend *"])
 
 
+@pytest.mark.slow
 def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.Pytester,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")  # a terminal as wide as a CI log's: the summary line untrimmed
@@ -153,6 +154,7 @@ def test_by_hand():
 """
 
 
+@pytest.mark.slow
 def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The fixture makes each gather a test (parametrized here) with the session's budget options;
@@ -180,6 +182,7 @@ def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester
     assert "--world-sizes 1-2 --max-examples 5 --seed 0" in out  # test_by_hand gave its own budget, no seed
 
 
+@pytest.mark.slow
 def test_at_80_columns_a_failed_checks_verdict_case_and_repro_are_in_the_log(gathers: pytest.Pytester,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest cuts its one-line summary at the terminal's width: at 80 columns the nodeid took it
@@ -199,6 +202,7 @@ def test_at_80_columns_a_failed_checks_verdict_case_and_repro_are_in_the_log(gat
         assert wanted in text, text
 
 
+@pytest.mark.slow
 def test_how_a_target_is_called_is_said_under_v_not_as_a_warning(gathers: pytest.Pytester) -> None:
     """Our gather's group is optional: every run said so in 4 GatherNote warnings, which ask for nothing."""
     gathers.makepyfile(test_ours="def test_ours(gather_check):\n"

@@ -1,6 +1,6 @@
 """The pool survives every way a variant can break, reports it, and heals (issue: pool).
 
-Each planted variant in ``tests/planted_faults.py`` breaks in exactly one way on rank 1.  The
+Each planted variant in ``tests/planted/faults.py`` breaks in exactly one way on rank 1.  The
 fault must be classified with the right kind, name the rank(s), arrive within the case
 timeout plus a few seconds, and the very next correct case must pass on the healed pool.
 """
@@ -33,7 +33,7 @@ from harness.stacks import user_frames
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
 RAGGED = Case(ranks=(RankSpec((3, 2)), RankSpec((1, 2)), RankSpec((0, 2))), dim=0)
-CORRECT = "tests.planted_faults:correct"
+CORRECT = "tests.planted.faults:correct"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ MISMATCH_AT = "at collective #1, rank 0 entered all_gather(torch.float32, shape=
 def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: str,
                                           culprit_texts: tuple[str, ...]) -> None:
     """``culprit_texts``: the report names the culprit in one of these ways."""
-    outcome, elapsed = run_timed(fault_pool, f"tests.planted_faults:{target}")
+    outcome, elapsed = run_timed(fault_pool, f"tests.planted.faults:{target}")
     assert outcome.fault == kind, outcome.describe_fault() if outcome.fault else outcome
     assert elapsed <= TIMEOUT_S + SLACK_S
     report = outcome.describe_fault()
@@ -92,7 +92,7 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
 
 
 def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Pool) -> None:
-    outcome, _ = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
+    outcome, _ = run_timed(fault_pool, "tests.planted.faults:hang_rank1")
     report = outcome.describe_fault()
     shape_exchange = "all_gather_single" if hasattr(dist, "all_gather_single") else "all_gather_into_tensor"  # < 2.13
     assert f"rank 0 blocked in collective #1 {shape_exchange}(torch.int64, shape=(2,))" in report
@@ -105,16 +105,17 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Po
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
 
 
+@pytest.mark.slow
 def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool) -> None:
     """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank
     asleep in a wait is one at the timeout; a rank spinning forever is one once the patience is spent."""
-    slow, elapsed = run_timed(fault_pool, "tests.planted_faults:slow_rank1")
+    slow, elapsed = run_timed(fault_pool, "tests.planted.faults:slow_rank1")
     assert slow.fault is None and check_outcome(slow) == [], slow.describe_fault() if slow.fault else slow
     assert elapsed > TIMEOUT_S  # it did run past the timeout: a hang before the watch
-    asleep, elapsed = run_timed(fault_pool, "tests.planted_faults:hang_rank1")
+    asleep, elapsed = run_timed(fault_pool, "tests.planted.faults:hang_rank1")
     assert asleep.fault == "hang" and elapsed <= TIMEOUT_S + SLACK_S
     assert "every rank that had not returned was idle (asleep in a wait for the last" in asleep.describe_fault()
-    spinning, elapsed = run_timed(fault_pool, "tests.planted_faults:spins_rank1")
+    spinning, elapsed = run_timed(fault_pool, "tests.planted.faults:spins_rank1")
     assert spinning.fault == "hang" and TIMEOUT_S * PATIENCE <= elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
     assert f"still busy after {TIMEOUT_S * PATIENCE:.0f}" in spinning.describe_fault(), spinning.describe_fault()
     assert "in spins_rank1" in spinning.describe_fault()
@@ -129,14 +130,14 @@ def test_making_a_case_s_groups_is_the_harness_s_wait_not_the_target_s(fault_poo
     """A group slow to come up (rank 1 asleep for longer than the timeout before it makes one)
     is waited for apart from the case: no hang is charged to the target."""
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
-    fault_pool.call(3, "tests.planted_faults:groups_made_slowly_on_rank1", TIMEOUT_S + 1.5)
+    fault_pool.call(3, "tests.planted.faults:groups_made_slowly_on_rank1", TIMEOUT_S + 1.5)
     outcome = fault_pool.run(case, WITH_GROUP, call=GROUP_CALL)
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
 
 
 def test_ranks_that_cannot_make_the_groups_are_replaced_not_blamed(fault_pool: Pool) -> None:
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 2), (1,)))
-    fault_pool.call(3, "tests.planted_faults:groups_fail_on_rank1")
+    fault_pool.call(3, "tests.planted.faults:groups_fail_on_rank1")
     failing = fault_pool.existing("gloo", "cpu", 3)
     outcome = fault_pool.run(case, WITH_GROUP, call=GROUP_CALL)
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
@@ -147,7 +148,7 @@ def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(f
     """Rank 2, idle, makes one group fewer than ranks 0 and 1: the set is dropped, or the next
     layout's ``new_group`` would name a group two ways and never return."""
     first = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
-    outcome = fault_pool.run(first, "tests.planted_faults:makes_a_group_per_call", call=GROUP_CALL)
+    outcome = fault_pool.run(first, "tests.planted.faults:makes_a_group_per_call", call=GROUP_CALL)
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
     assert fault_pool.existing("gloo", "cpu", 3) is None, "ranks that disagree on the groups made were kept"
     second = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((1, 2),))
@@ -174,13 +175,14 @@ def test_ranks_that_failed_with_unchecked_collectives_are_replaced_not_kept(faul
 def test_a_failing_case_of_recorded_collectives_keeps_its_ranks(fault_pool: Pool) -> None:
     """Every collective of ``adds_one`` is recorded and compared: its ranks stay, the target's
     module is executed afresh."""
-    failing = fault_pool.run(RAGGED, "tests.planted_faults:adds_one")
+    failing = fault_pool.run(RAGGED, "tests.planted.faults:adds_one")
     assert check_outcome(failing) and not failing.unchecked, failing
     kept = fault_pool.existing("gloo", "cpu", 3)
     fault_pool.after_failure(failing)
     assert kept is not None and fault_pool.existing("gloo", "cpu", 3) is kept and kept.reload_next
 
 
+@pytest.mark.slow
 def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
     working = usage(os.getpid())  # this thread, reading /proc, is running
     assert working is not None and working[1] and working[0] > 0
@@ -194,31 +196,31 @@ def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
 
 def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: Pool) -> None:
     """An unpadded all_gather desyncs on ragged input; the same case with equal lengths passes."""
-    outcome, _ = run_timed(fault_pool, "tests.planted_faults:abort_mismatch")
+    outcome, _ = run_timed(fault_pool, "tests.planted.faults:abort_mismatch")
     finding = finding_of(RAGGED, check_outcome(outcome))
-    hint = hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(), finding, TIMEOUT_S)
+    hint = hints.ragged_hint(fault_pool, "tests.planted.faults:abort_mismatch", Contract(), finding, TIMEOUT_S)
     assert hint == ("the same case passes when every rank holds 3 along dim 0; --no-ragged (ragged=False from Python) "
                     "would check only equal sizes and no longer this failure: it is the right contract only if the "
                     "code documents that the gather needs equal sizes on every rank")
-    assert hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(ragged=False), finding,
+    assert hints.ragged_hint(fault_pool, "tests.planted.faults:abort_mismatch", Contract(ragged=False), finding,
                              TIMEOUT_S) == ""
     # a target told the sizes (an MoE dispatch's split sizes) claims ragged input: --no-ragged would hide its bug
     told = dataclasses.replace(finding, call=Call(name="dispatch", keywords=(("input_split_sizes", "input_split_sizes"),)))
-    assert hints.ragged_hint(fault_pool, "tests.planted_faults:abort_mismatch", Contract(), told, TIMEOUT_S) == ""
+    assert hints.ragged_hint(fault_pool, "tests.planted.faults:abort_mismatch", Contract(), told, TIMEOUT_S) == ""
     # a fault that equal lengths do not avoid gets no hint
-    outcome, _ = run_timed(fault_pool, "tests.planted_faults:exit_rank1")
+    outcome, _ = run_timed(fault_pool, "tests.planted.faults:exit_rank1")
     crash = finding_of(RAGGED, check_outcome(outcome))
-    assert hints.ragged_hint(fault_pool, "tests.planted_faults:exit_rank1", Contract(), crash, TIMEOUT_S) == ""
+    assert hints.ragged_hint(fault_pool, "tests.planted.faults:exit_rank1", Contract(), crash, TIMEOUT_S) == ""
 
 
 def test_crash_report_carries_the_ranks_own_output(fault_pool: Pool) -> None:
-    outcome, _ = run_timed(fault_pool, "tests.planted_faults:segfault_rank1")
+    outcome, _ = run_timed(fault_pool, "tests.planted.faults:segfault_rank1")
     assert "Fatal Python error: Segmentation fault" in outcome.describe_fault(), outcome.describe_fault()
 
 
 def test_a_fault_replaces_the_ranks(fault_pool: Pool) -> None:
     before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
-    run_timed(fault_pool, "tests.planted_faults:raise_rank1")
+    run_timed(fault_pool, "tests.planted.faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
 
@@ -229,7 +231,7 @@ def test_ranks_that_went_out_of_step_are_replaced(fault_pool: Pool) -> None:
     that is the harness's).  The set is replaced instead, and the next case passes."""
     empty = Case(ranks=(RankSpec((0,)), RankSpec((0,))))
     before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 2).procs]
-    outcome = fault_pool.run(empty, "tests.planted_faults:goes_on_alone", repeat=False)
+    outcome = fault_pool.run(empty, "tests.planted.faults:goes_on_alone", repeat=False)
     assert outcome.fault is None and [res.rank for res in outcome.errors] == [1], outcome
     assert not in_step(outcome.results)
     healed, _ = run_timed(fault_pool, CORRECT, Case(ranks=(RankSpec((3,)), RankSpec((2,)))))
@@ -287,6 +289,6 @@ def test_world_sizes_one_to_eight(fault_pool: Pool, world_size: int) -> None:
 
 
 def test_target_that_cannot_load_is_an_error_not_a_hang(fault_pool: Pool) -> None:
-    outcome, elapsed = run_timed(fault_pool, "tests.planted_faults:no_such_gather")
+    outcome, elapsed = run_timed(fault_pool, "tests.planted.faults:no_such_gather")
     assert outcome.fault is None and elapsed < TIMEOUT_S
     assert all("has no attribute 'no_such_gather'" in r.error for r in outcome.results)

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # drivers started and killed in subprocesses (about 10 s each)
+
 #: The driver restores Python's Ctrl-C handler: a test suite started in the background by a shell
 #: without job control (``(pytest &)``) inherits SIGINT ignored, and so would the driver.
 DRIVER = textwrap.dedent(
@@ -21,11 +23,11 @@ DRIVER = textwrap.dedent(
     from harness.pool import Pool
     pool = Pool(timeout=30)
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((0,))))
-    assert pool.run(case, "tests.planted_faults:correct").fault is None
+    assert pool.run(case, "tests.planted.faults:correct").fault is None
     pids = [p.pid for p in pool.rank_set("gloo", "cpu", 3).procs]
     print(" ".join(map(str, pids)), flush=True)
     if sys.argv[1] == "hang":
-        pool.run(case, "tests.planted_faults:hang_rank1", timeout=600)  # ranks are busy when killed
+        pool.run(case, "tests.planted.faults:hang_rank1", timeout=600)  # ranks are busy when killed
     time.sleep(600)
     """
 )
@@ -115,6 +117,6 @@ def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:
     from harness.search import run_check
 
     contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(1, 2))
-    leaking = run_check("tests.planted_faults:leaks_thread", contract, max_examples=5)
+    leaking = run_check("tests.planted.faults:leaks_thread", contract, max_examples=5)
     assert leaking.verdict == "pass" and leaking.leaks and "thread(s) still running" in leaking.leaks[0]
-    assert run_check("tests.planted_faults:correct", contract, max_examples=5).leaks == []
+    assert run_check("tests.planted.faults:correct", contract, max_examples=5).leaks == []

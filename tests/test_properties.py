@@ -17,6 +17,8 @@ from harness.checks import Violation, check_outcome
 from harness.contract import Contract
 from harness.variants import GLOO_DTYPES
 
+pytestmark = pytest.mark.slow  # Hypothesis over ranks, one search per property (5-12 s each)
+
 FAMILIES: dict[str, tuple[str, ...]] = {
     "values": ("no-hang-no-crash", "dtype", "shape", "device", "values"),
     "inputs-untouched": ("inputs-untouched",),

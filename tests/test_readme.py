@@ -28,6 +28,8 @@ import pytest
 
 from harness import notation
 
+pytestmark = pytest.mark.slow  # every block of the README and docs/ runs as a shell command (up to 40 s each)
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -3,7 +3,7 @@
 Both join one c10d rendezvous on a free loopback port and start ``harness.remote`` ranks
 that dial a driver listening on another free port; everything runs on gloo/CPU.  Each test
 stops its torchrun jobs and checks that no rank process is left.  Budget: about 15 s for
-starting a job on the 2-core box, a few seconds per search, 5 s for a torchrun restart.
+starting a job on a 2-core machine, a few seconds per search, 5 s for a torchrun restart.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from harness.remote_driver import RemotePool
 from harness.remote_worker import AUTHKEY_ENV, worker_main
 from harness.search import run_check
 
+pytestmark = pytest.mark.slow  # torchrun jobs (about 15 s to start one)
+
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 AUTHKEY = "test-remote-key"
-CORRECT = "tests.planted_faults:correct"
+CORRECT = "tests.planted.faults:correct"
 JOB_TIMEOUT_S = 60.0
 #: Shrinking a wrong answer at a fixed world size of 4 takes ~30 s over the sockets; finding it is the point.
 SHRINK_S = 3.0
@@ -112,11 +114,11 @@ def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
         passed = run_check(CORRECT, Contract(world_sizes=(4, 4), dtypes=("float32", "int64")), max_examples=12,
                            timeout=5.0, pool=pool)
         assert passed.verdict == "pass" and passed.examples == 12, passed.findings
-        found = run_check("tests.planted_bugs:reversed_ranks", Contract(world_sizes=(4, 4)), max_examples=30,
+        found = run_check("tests.planted.bugs:reversed_ranks", Contract(world_sizes=(4, 4)), max_examples=30,
                           timeout=5.0, pool=pool, shrink_budget_s=SHRINK_S)
         assert [f.property for f in found.findings] == ["values"], found.findings
 
-        broken = pool.run(CASE, "tests.planted_faults:raise_rank1")
+        broken = pool.run(CASE, "tests.planted.faults:raise_rank1")
         assert broken.fault == "exception", broken
         report = broken.describe_fault()
         assert "ValueError: planted failure on rank 1" in report
@@ -138,7 +140,7 @@ def test_check_listen_finds_a_bug_on_a_torchrun_job(tmp_path: Path) -> None:
     """``check --listen``: the driver prints where to connect, the job's ranks run every case."""
     address_file = tmp_path / "driver"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "harness", "check", "tests.planted_bugs:reversed_ranks", "--listen", "127.0.0.1:0",
+        [sys.executable, "-m", "harness", "check", "tests.planted.bugs:reversed_ranks", "--listen", "127.0.0.1:0",
          "--address-file", str(address_file), "--world-sizes", "2", "--max-examples", "20", "--timeout", "5",
          "--connect-timeout", str(JOB_TIMEOUT_S), "--repro-dir", str(tmp_path), "--quiet"],
         cwd=ROOT, env={**os.environ, AUTHKEY_ENV: AUTHKEY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -17,6 +17,9 @@ import torch
 from harness import cli
 from harness.catalogue_report import HEADER, TEXT_HEADER, WIDTH
 from harness.pool import Pool
+from tests.budgets import COMMAND_TIMEOUT_S
+
+pytestmark = pytest.mark.slow  # the report command in a subprocess
 
 
 def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:
@@ -24,7 +27,7 @@ def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "harness", "report", "--variants", "ours_sum,pad_unpad_by_value", "--max-examples", "5",
          "--probe-misuse", "--markdown", "--json", "report.json"],
-        cwd=tmp_path, env={**env, "GATHER_HARNESS_PROFILE": "ci"}, capture_output=True, text=True, timeout=240,
+        cwd=tmp_path, env={**env, "GATHER_HARNESS_PROFILE": "ci"}, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

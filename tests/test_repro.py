@@ -22,10 +22,13 @@ from harness.conventions import Call
 from harness.finding import Finding
 from harness.pool import Pool
 from harness.search import run_check
+from tests.budgets import SCRIPT_TIMEOUT_S
 from tests.test_planted_bugs import IN_PLACE_REFUSED, REFUSED
 
+pytestmark = pytest.mark.slow  # each finding is searched for, then its repro script runs in a fresh process
+
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = Path(__file__).with_name("planted_faults.py").read_text()
+PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 LOCAL_AS_SUM = PLANTED + '''
 
 class _KeepOwnSlot(torch.autograd.Function):
@@ -70,7 +73,7 @@ def find(pool: Pool, target: str, contract: Contract) -> Finding:
 
 
 def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=120,
+    return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
                           env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
 
 
@@ -103,7 +106,7 @@ def test_repro_of_a_gradient_bug_needs_only_torch(pool: Pool, gathers: str, tmp_
 def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
     """A module target, found through the directory the repro was written from."""
     finding = Finding("values", "mismatch", dataclasses.replace(TWO_RANKS, grad="none"), "(written by hand)", [])
-    path = repro.write(finding, "tests.planted_faults:correct", tmp_path)
+    path = repro.write(finding, "tests.planted.faults:correct", tmp_path)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rank 1: every property holds" in done.stdout
@@ -112,7 +115,7 @@ def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
 
 def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
     finding = Finding("no-hang-no-crash", "hang", dataclasses.replace(TWO_RANKS, grad="none"), "hang", [])
-    path = repro.write(finding, "tests.planted_faults:hang_rank1", tmp_path, timeout=2)
+    path = repro.write(finding, "tests.planted.faults:hang_rank1", tmp_path, timeout=2)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 1
     assert "[no-hang-no-crash] rank 1: the case did not finish within 2 s; it is stuck in:" in done.stdout
@@ -138,7 +141,7 @@ def test_embedded_source_round_trips(source: str) -> None:
 
 # -- every property's repro reproduces (one implementation of the checks) -------------------------
 
-BUGS = "tests.planted_bugs"
+BUGS = "tests.planted.bugs"
 ONE = Case(ranks=(RankSpec((1,)),))
 TWO_RAGGED = Case(ranks=(RankSpec((0,)), RankSpec((1,))))
 #: property -> (planted bug, the minimal case it fails on, out of contract?, history)
@@ -224,7 +227,7 @@ def minimal_scripts(tmp_path: Path) -> dict[str, tuple[Path, int]]:
     for prop in EVERY_PROPERTY:
         name, finding, out_of_contract = planted_finding(prop)
         add(prop, f"{BUGS}:{name}", finding, 1, out_of_contract)
-        add(f"{prop} correct", "tests.planted_faults:correct", finding, 0, out_of_contract)
+        add(f"{prop} correct", "tests.planted.faults:correct", finding, 0, out_of_contract)
     sync = Call(name="SyncFunction.apply", positional=(), apply=True, signature="SyncFunction.apply(tensor)")
     add("layouts", "harness.variants.contrastive:SyncFunction",
         Finding("gradients", "mismatch", MIXED, "", [], call=sync), 1)

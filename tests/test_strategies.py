@@ -302,6 +302,7 @@ def test_ragged_shapes_agree_off_dim(drawn: RaggedShapes) -> None:
 
 
 @pytest.mark.parametrize("collective", ["gather", "reduce-scatter"])
+@pytest.mark.slow
 def test_every_stratum_shrinks_among_the_dtypes_drawn_only(collective: str) -> None:
     """A failing stratum is shrunk among cases like it; a dtype the backend cannot move (int16 on
     gloo) must never be one of them, or its refusal would be shrunk into a finding against the

@@ -36,12 +36,14 @@ from harness.pool import Pool
 from harness.procedure import RankResult, record_error
 from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
 from harness.variants import by_name
+from tests.budgets import SCRIPT_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
-BUGS = "tests.planted_bugs"
+BUGS = "tests.planted.bugs"
 CI = profile_settings("ci")
 
 
+@pytest.mark.slow
 def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -> None:
     report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=11,
                        base_settings=CI)
@@ -53,11 +55,12 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
     document = json.loads(json.dumps(finding.to_json()))
     assert document["status"] == "history-dependent" and len(document["history"]) == len(finding.history)
     path = repro.write(finding, f"{BUGS}:caches_sizes", tmp_path)
-    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 1 and "the failure reproduces" in done.stdout, done.stdout + done.stderr
     assert "earlier case(s) ran on the same ranks" in path.read_text()
 
 
+@pytest.mark.slow
 def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
     report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
                        base_settings=CI)
@@ -77,6 +80,7 @@ def test_a_signed_zero_is_named(pool) -> None:
     assert any("-0.0 became +0.0 at output[" in v.message or "NaN 0x" in v.message for v in violations), violations
 
 
+@pytest.mark.slow
 def test_a_failure_needing_mixed_cotangent_layouts_says_so(pool) -> None:
     spec = by_name("bolts_sync_function")
     report = run_check(spec.target, spec.contract, max_examples=60, timeout=5.0, pool=pool, seed=1,
@@ -151,9 +155,10 @@ def test_a_hang_that_never_came_back_says_it_may_be_the_machine() -> None:
 
 # -- a finding is the target's, shown by a replay, or it is not one ------------------------------------
 
-FAULTS = f"{ROOT}/tests/planted_faults.py"
+FAULTS = f"{ROOT}/tests/planted/faults.py"
 
 
+@pytest.mark.slow
 def test_a_hang_no_replay_reproduces_passes_with_a_warning(tmp_path: Path) -> None:
     """A one-off stall of a rank (planted: the first 2-d case hangs, once per directory) is not the
     target's: exit 0, a warning line, a JSON warning; the search goes on to its full budget."""
@@ -180,6 +185,7 @@ def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
         warn_unattributed(report)
 
 
+@pytest.mark.slow
 def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
     report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
@@ -188,6 +194,7 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
     assert not report.unattributed
 
 
+@pytest.mark.slow
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
     report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
@@ -227,6 +234,7 @@ def test_an_exception_of_several_lines_is_named_by_its_first() -> None:
 
 
 @pytest.mark.parametrize("scenario", list(shrinking.SCENARIOS))
+@pytest.mark.slow
 def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: str) -> None:
     """Seeds 0-1 here (``benchmarks/shrinking.py`` runs 0-9): one finding, at most 3 ranks and 2
     elements per rank, not cut short -- whether the failure races (a rank raising while its peers
@@ -242,12 +250,12 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
 def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies")
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies")
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1, err
     assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
-                          "calling tests.planted_faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+                          "calling tests.planted.faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
                           "status 9"), err
 
 
@@ -255,7 +263,7 @@ def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypa
     """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
     monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted_faults:probe_dies_once")
+    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies_once")
     with Pool(timeout=5.0) as fresh:
         assert capabilities.measure(fresh).supports("float32")
     assert (tmp_path / "planted-hiccup.done").exists()
@@ -319,6 +327,7 @@ def _holding(layers: list[strategies.Stratum], path: dict[str, str]) -> list[str
 
 
 @pytest.mark.parametrize("bug, path", CONFINED, ids=[bug for bug, _ in CONFINED])
+@pytest.mark.slow
 def test_a_bug_confined_to_a_pair_is_found_for_every_seed(pool, bug: str, path: dict[str, str]) -> None:
     """The strata a default run makes hold its pair of values (a dtype and a value class, or a
     long rank), and some stratum fails (those holding the pair tried first, then those of its
@@ -335,6 +344,7 @@ def test_a_bug_confined_to_a_pair_is_found_for_every_seed(pool, bug: str, path: 
         assert any(check_outcome(pool.run(layer.case, f"{BUGS}:{bug}")) for layer in tried), f"seed {seed}"
 
 
+@pytest.mark.slow
 def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) -> None:
     """sentence-transformers' gather (torch.distributed.nn's backward on gloo) is wrong only for a
     transposed cotangent on a 2-d input: among the strata a default run makes, those with a
@@ -353,6 +363,7 @@ def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) 
             seed, [layer.label for layer in failing])
 
 
+@pytest.mark.slow
 def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
     report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout=5.0, pool=pool, seed=7, base_settings=CI)
     [finding] = report.findings
@@ -362,6 +373,7 @@ def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> N
 # -- the main job is reproducible -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_report_prints_the_same_table_twice(capsys: pytest.CaptureFixture[str]) -> None:
     variants = "pad_unpad_by_value,bolts_sync_function,ours_sum"
     tables = []

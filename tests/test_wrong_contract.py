@@ -22,13 +22,14 @@ from harness.errors import UsageError
 from harness.pool import Pool
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = "tests.planted_contracts"
+PLANTED = "tests.planted.contracts"
 
 
+@pytest.mark.slow
 def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: Pool) -> None:
     """The Lightning lineage's backward takes the global rank inside its group: found with the
     contrastive row's flags alone (no --groups), and hidden only when --no-groups says so."""
-    target = "tests.planted_conventions:AllGatherWithGrad"
+    target = "tests.planted.conventions:AllGatherWithGrad"
     with pytest.raises(AssertionError, match=r"gather check failed: gradients .* at W=2") as failed:
         check_gather(target, ragged=False, grad="sum", max_examples=100, seed=0)
     assert "groups={0}+{1}" in str(failed.value)
@@ -39,9 +40,10 @@ def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: Pool) 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_default_subgroups_find_the_global_rank_bug_whatever_the_seed(pool: Pool, seed: int) -> None:
     with pytest.raises(AssertionError, match="gather check failed: gradients"):
-        check_gather("tests.planted_conventions:AllGatherWithGrad", ragged=False, grad="sum", seed=seed)
+        check_gather("tests.planted.conventions:AllGatherWithGrad", ragged=False, grad="sum", seed=seed)
 
 
+@pytest.mark.slow
 def test_a_gradient_contract_on_a_non_differentiable_result_is_exit_2_in_seconds(tmp_path: Path) -> None:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "harness", "check", f"{PLANTED}:gather_no_grad", "--grad", "sum"],

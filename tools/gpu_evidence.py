@@ -181,15 +181,15 @@ def steps(gpu: bool, fuzz_seconds: float) -> list[Step]:
                                                       "--json", "check-single.json"], 120, digest=verdict_line),
         Step(f"check-ours-{shared.tag}", "main", [*check, CORRECT, *shared.options(), "--grad", "sum", *budget,
                                                       "--json", "check-shared.json"], 150, digest=verdict_line),
-        planted(f"values-{single.tag}", "tests.planted_bugs:ignores_strides", single, [], "values"),
-        planted(f"gradients-{single.tag}", "tests.planted_bugs:contiguous_cotangent_only", single,
+        planted(f"values-{single.tag}", "tests.planted.bugs:ignores_strides", single, [], "values"),
+        planted(f"gradients-{single.tag}", "tests.planted.bugs:contiguous_cotangent_only", single,
                 ["--grad", "sum"], "gradients"),
-        planted(f"hang-{single.tag}", "tests.planted_faults:hang_last_rank", single, ["--timeout", "2"], r"\(hang\)"),
-        planted(f"crash-{single.tag}", "tests.planted_faults:segfault_last_rank", single, [], r"\(crash\)"),
-        planted(f"device-assert-{single.tag}", "tests.gpu_gathers:device_assert_last_rank", single, [],
+        planted(f"hang-{single.tag}", "tests.planted.faults:hang_last_rank", single, ["--timeout", "2"], r"\(hang\)"),
+        planted(f"crash-{single.tag}", "tests.planted.faults:segfault_last_rank", single, [], r"\(crash\)"),
+        planted(f"device-assert-{single.tag}", "tests.planted.gpu_gathers:device_assert_last_rank", single, [],
                 "exception"),
-        planted(f"values-{shared.tag}", "tests.planted_bugs:reversed_ranks", shared, [], "values"),
-        planted(f"gradients-{shared.tag}", "tests.planted_bugs:local_only_backward", shared, ["--grad", "sum"],
+        planted(f"values-{shared.tag}", "tests.planted.bugs:reversed_ranks", shared, [], "values"),
+        planted(f"gradients-{shared.tag}", "tests.planted.bugs:local_only_backward", shared, ["--grad", "sum"],
                 "gradients"),
         Step(f"report-{shared.tag}", "catalogue", [*HARNESS, "report", *shared.options(), "--variants",
                                                        REPORT_VARIANTS, "--max-examples", "30", "--json",
@@ -202,7 +202,7 @@ def steps(gpu: bool, fuzz_seconds: float) -> list[Step]:
         fuzz_step(shared, fuzz_seconds, "fuzz-shared.json", ["--variants", OURS]),
         fuzz_step(single, fuzz_seconds, "fuzz-single.json", ["--variants", OURS]),
         # a finding made on this device, whose JSON the replay --on-cpu step reads back on a CPU machine
-        fuzz_step(single, 30, "fuzz-finding.json", ["tests.planted_bugs:float64_to_float32"], want=(1,)),
+        fuzz_step(single, 30, "fuzz-finding.json", ["tests.planted.bugs:float64_to_float32"], want=(1,)),
     ]
 
 

@@ -9,44 +9,8 @@ result read by its convention (``output``); ranks import it.  An adapter remains
 the published API needs what no gather call has (an output buffer, an ``args`` namespace).
 
 The contract is the authors' claim, not the truth: finding where the two differ is the
-harness's job.  Gradient column: ``local`` = own slot of own cotangent, ``sum`` = sum over
-ranks of their cotangents' slot, ``none`` = not differentiable.
-
-======================================= =========================================== ====== ==== ===== ======
-name                                    origin                                      ragged dims grad  output
-======================================= =========================================== ====== ==== ===== ======
-pad_to_max_1d                           StackOverflow 71433508 ``all_gather(q,..)``   yes    0    none  list
-pad_to_max_nd                           its N-d extension ``all_gather_nd``         yes    0    none  list
-pad_unpad_by_value                      same, padding removed by value              yes    0    none  list
-plain_all_gather                        ``dist.all_gather`` + ``cat`` (MoCo)        no     any  none  tensor
-no_grad_local_trick                     gather in no_grad, ``all_x[rank] = x``      no     any  local tensor
-simclr_gather_layer                     SimCLR ``GatherLayer`` (``.apply``)         no     0    local list
-bolts_sync_function                     lightning-bolts ``SyncFunction``            no     0    sum   tensor
-clip4clip_all_gather                    CLIP4Clip ``AllGather``                     no     0    sum   tensor
-all_gather_into_tensor                  ``dist.all_gather_into_tensor``             no     any  none  tensor
-all_gather_single                       ``dist.all_gather_single`` (torch 2.13)     no     any  none  tensor
-lucidrains_all_gather                   lucidrains ``AllGather(dim)``               yes    any  local first
-lucidrains_all_reduce                   same, ``all_reduce_grads=True``             yes    any  sum   first
-torch_nn_all_gather                     ``torch.distributed.nn.functional``         no     0    sum   list
-torch_nn_all_gather_groups              same, on subgroups                          no     0    sum   list
-all_gather_object                       ``dist.all_gather_object``                  yes    any  none  list
-all_gather_into_tensor_stack            ``all_gather_into_tensor``, (W, ...) output no     any  none  stack
-dtensor_redistribute                    DTensor ``Shard`` -> ``Replicate``          no     any  local tensor
-dtensor_redistribute_uneven             same, uneven shards                         yes    any  local tensor
-dtensor_full_tensor                     ``DTensor.full_tensor()``                   no     any  local tensor
-dtensor_full_tensor_sum_grad            same, ``grad_placements=[Partial()]``       no     any  sum   tensor
-funcol_all_gather_tensor                ``_functional_collectives`` (deprecated)    no     0    sum   tensor
-funcol_all_gather_tensor_autograd       ``all_gather_tensor_autograd``              no     0    sum   tensor
-funcol_all_gather_single                ``all_gather_single``                       no     0    sum   tensor
-funcol_all_gather_single_autograd       ``all_gather_single_autograd``              no     0    sum   tensor
-funcol_all_gather_into_tensor_coalesced ``all_gather_into_tensor_coalesced``        no     0    sum   first
-funcol_all_gather_mesh                  ``(DeviceMesh, 0)`` over a subgroup         no     0    sum   tensor
-dtensor_mesh2d                          2-D mesh, one mesh dimension (DTensor)      no     any  local tensor
-funcol_mesh2d                           2-D mesh, one mesh dimension (funcol)       no     0    sum   tensor
-ours_sum                                ``harness.ragged.all_gather_ragged``        yes    any  sum   tensor
-ours_local                              same, ``grad="local"``                      yes    any  local tensor
-ours_mean                               same, ``grad="mean"``                       yes    any  mean  tensor
-======================================= =========================================== ====== ==== ===== ======
+harness's job.  Every entry, with its origin, claim and verdict, is the catalogue table of
+``docs/report.md``, which ``tests/test_readme.py`` keeps equal to :data:`CATALOGUE`.
 
 torch's own paths (``harness.variants.torch_paths``) are described, with what they were found to
 do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catalogue leaves out.
