@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/paths.py               # seeds 0-29 (about 15 minutes on 2 cores)
     python benchmarks/paths.py --seeds 3
+    python benchmarks/paths.py --only re-layout   # the re-layout all-to-all's classes only
 
 Each planted bug (``tests/planted_paths.py``, plus the subgroup bug the issue measured with
 ``--no-ragged --grad sum --groups``) is correct everywhere but on one code path: the
@@ -46,6 +47,12 @@ BUGS: dict[str, tuple[str, dict[str, object], int]] = {
     "global rank inside a subgroup": ("tests.planted_paths:global_rank_in_group", {"grad": "sum"}, 2),
     "global rank in a group, --no-ragged --groups": (
         "tests.planted_conventions:AllGatherWithGrad", {"ragged": False, "grad": "sum", "groups": True}, 2),
+    "re-layout backward repeating the forward": (
+        "tests.planted_neighbours:SeqAllToAllUnswappedGrad",
+        {"collective": "all-to-all", "ragged": False, "grad": "adjoint"}, 2),
+    "re-layout reshape mixing batch and sequence": (
+        "tests.planted_neighbours:relayout_by_reshape",
+        {"collective": "all-to-all", "ragged": False, "scatter_dim": "2", "gather_dim": "1", "ndims": (4, 4)}, 2),
 }
 
 
@@ -104,11 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=30, help="seeds 0..N-1 (default 30)")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--only", metavar="TEXT", help="only the path classes whose name contains TEXT, and not the "
+                                                      "correct gather's row")
     args = parser.parse_args(argv)
     pool = shared_pool()
     check(pool, CORRECT[0], 0, {**CORRECT[1], "max_examples": 5})  # warm every world size before timing
     rows, met = [], True
     for name, (target, values, _) in BUGS.items():
+        if args.only and args.only not in name:
+            continue
         runs = []
         for seed in range(args.seeds):
             runs.append(check(pool, target, seed, values))
@@ -118,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         row, ok = bug_row(name, runs)
         rows.append(row)
         met &= ok
-    runs = [check(pool, CORRECT[0], seed, CORRECT[1]) for seed in range(args.seeds)]
-    row, ok = correct_row(runs)
-    rows.append(row)
-    met &= ok
+    if not args.only:
+        runs = [check(pool, CORRECT[0], seed, CORRECT[1]) for seed in range(args.seeds)]
+        row, ok = correct_row(runs)
+        rows.append(row)
+        met &= ok
     header = ("path class", "found", "shrunk to its smallest world", "worlds of the minimal cases",
               "shrinks cut short", "examples to the first failure (median / max)", "s per check (median)")
     print(f"gather-harness path classes at the default budget (ci profile, 100 examples), seeds 0-{args.seeds - 1}: "

@@ -96,6 +96,8 @@ class CheckOptions:
         """These options as :data:`~harness.options.OPTIONS` values (what :func:`bind` was given)."""
         contract = self.contract
         return {"collective": contract.collective, "op": contract.op, "ragged": contract.ragged, "dims": contract.dims,
+                "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
+                "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
                 "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backends[0],
                 "device": contract.devices[0], "world_sizes": contract.world_sizes,
@@ -122,6 +124,8 @@ class Prepared:
 
     not_drawn: tuple[str, ...]
     probe: Probe
+    #: Why :attr:`not_drawn` are not, in words that fit the collective (``""``: all are drawn).
+    not_drawn_why: str = ""
 
 
 def check_gather(
@@ -129,6 +133,9 @@ def check_gather(
     *,
     ragged: bool = default("ragged"),
     dims: str | int = default("dims"),
+    scatter_dim: str | int | None = default("scatter_dim"),
+    gather_dim: str | int | None = default("gather_dim"),
+    ndims: tuple[int, int] | None = default("ndims"),
     grad: str = default("grad"),
     dtypes: str | Sequence[str] = default("dtypes"),
     world_sizes: tuple[int, int] | None = default("world_sizes"),
@@ -155,6 +162,8 @@ def check_gather(
       file path, so guard the script's top level with ``if __name__ == "__main__"``).
     - ``collective`` (``gather``, ``reduce-scatter``, ``all-to-all``) and ``op`` (a
       reduce-scatter's ``sum``/``mean``/``max``): what the target computes.
+    - ``scatter_dim``, ``gather_dim`` (``"any"`` or a dim): an all-to-all that is a re-layout,
+      as in ``check``; ``ndims`` (low, high): the dims of drawn inputs.
     - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``;
       ``adjoint`` for a reduce-scatter or an all-to-all),
       ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
@@ -305,6 +314,8 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
         raise UsageError("--world-sizes {}-{}: with --listen the world size is the torchrun job's; give it as "
                          "--world-sizes W (nnodes x nproc-per-node)".format(*world_sizes))
     contract = Contract(ragged=settings["ragged"], dims=settings["dims"], dtypes=parse_dtypes(settings["dtypes"]),
+                        scatter_dim=settings["scatter_dim"] or "", gather_dim=settings["gather_dim"] or "",
+                        ndims=settings["ndims"],
                         grad=settings["grad"], backends=(settings["backend"],), devices=(settings["device"],),
                         world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
                         kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
@@ -344,7 +355,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
     found.advice += [note] if note else []
-    return Prepared(missing, found)
+    return Prepared(missing, found, caps.refusal(missing, options.contract.collective) if missing else "")
 
 
 def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,

@@ -86,7 +86,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
-    """Add ``fuzz`` and ``replay`` (run by :mod:`harness.fuzz`) to the CLI's subcommands."""
+    """Add ``fuzz`` and ``replay`` (run by :mod:`harness.fuzz` and :mod:`harness.replay`) to the CLI's subcommands."""
     fuzz = commands.add_parser(
         "fuzz", help="randomized search over the catalogue (or one TARGET) for a time budget",
         description="Fuzz every catalogue variant against its authors' claim, or one TARGET against the contract "
@@ -104,7 +104,7 @@ def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("--on-cpu", action="store_true",
                         help="run CUDA cases with gloo on CPU tensors (for a machine without the GPUs)")
     options.add_some_to_parser(replay, ("timeout",), "replay")
-    replay.set_defaults(run=command("harness.fuzz", "run_replay_command"))
+    replay.set_defaults(run=command("harness.replay", "run_replay_command"))
 
 
 def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from harness.pool import RankSets
 
 MEASURE_WORLD_SIZE = 2
+#: The measured op (:data:`~harness.rank_calls.OPS`) that is each collective's own.
+COLLECTIVE_OPS: dict[str, str] = {"gather": "all_gather", "reduce-scatter": "reduce_scatter_tensor",
+                                  "all-to-all": "all_to_all_single"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,17 @@ class Capabilities:
             raise UsageError(f"--dtypes: none of {', '.join(dtypes)} is supported by {self.backend}/{self.device} "
                              f"(supported: {', '.join(self.gather_dtypes())})")
         return drawn
+
+    def refusal(self, dtypes: tuple[str, ...], collective: str = "gather") -> str:
+        """Why ``dtypes`` are not drawn, in words that fit ``collective``: the backend cannot
+        all_gather them (what every case needs moved), and where so, not its own op either."""
+        them = "it" if len(dtypes) == 1 else "them"
+        op = COLLECTIVE_OPS.get(collective, "all_gather")
+        if op == "all_gather":
+            return f"{self.backend} cannot all_gather {them}"
+        also = all(not self.supports(name, op) for name in dtypes)
+        return (f"{self.backend} cannot all_gather {them}" + (f" nor {op} {them}" if also else "")
+                + f", so no {collective} of {them} is checked")
 
     def table(self) -> str:
         """A fixed-width matrix: one row per dtype, one column per op."""

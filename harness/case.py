@@ -1,4 +1,4 @@
-"""The case model: one example as plain data, and the recipes that turn it into tensors.
+"""The case model: one example as plain data, laid out into tensors (values: :mod:`harness.values`).
 
 A :class:`Case` is everything one example needs.  It is frozen, picklable,
 JSON-able and prints as one short line.  Ranks, the reference and repro scripts rebuild
@@ -17,19 +17,20 @@ on its own process group; a rank in no group stays idle.  Slots follow the group
 which torch assigns in ascending global rank, so every per-rank quantity (the result's
 shape, a rank's offset) is taken within the rank's group: :meth:`Case.members`.
 
-This module is embedded in repro scripts: it imports only torch and the standard library.
+This module is embedded in repro scripts: it imports only torch, the standard library and the
+other embedded modules (``contract``, ``values``), relatively.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import zlib
 from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from .contract import COLLECTIVES, OUTPUTS
+from .values import make_values, normal, small_ints
 
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
 #: variant reading storage directly (``data_ptr``, ``.view`` on the base, ...) is caught.
@@ -106,6 +107,10 @@ class Case:
     - ``world_group``: a target whose group parameter is optional is given the world group
       (``group=WORLD`` in the case line) instead of being called without it; cases without a
       layout only.  It is part of the case, so a replay or a repro makes the same call.
+    - ``scatter_dim``: an all-to-all that is a re-layout: each rank's input is split along
+      this dim (its ``splits``, the same on every member of a group), and the pieces a rank
+      receives are concatenated along ``dim`` (where ranks may hold different lengths);
+      ``None``: both are ``dim``.
     """
 
     ranks: tuple[RankSpec, ...]
@@ -119,6 +124,7 @@ class Case:
     world_group: bool = False
     collective: str = "gather"
     op: str = "sum"
+    scatter_dim: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
@@ -131,12 +137,16 @@ class Case:
             raise ValueError("0-d inputs need output='stack' and dim=0")
         if ndim and not -ndim <= self.dim < ndim:
             raise ValueError(f"dim={self.dim} is out of range for {ndim}-d shapes")
-        d = self.dim % ndim if ndim else 0
+        # ranks differ along dim; a re-layout's groups also each cut their own scatter dim
+        free = {self.dim % ndim if ndim else 0}
+        if self.scatter_dim is not None and ndim and -ndim <= self.scatter_dim < ndim:
+            free.add(self.scatter_dim % ndim)
         for r, spec in enumerate(self.ranks):
             if len(spec.shape) != ndim or any(
-                a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i != d
+                a != b for i, (a, b) in enumerate(zip(spec.shape, self.ranks[0].shape)) if i not in free
             ):
-                raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off dim {self.dim}")
+                off = f"dim {self.dim}" + ("" if len(free) == 1 else f" and scatter_dim {self.scatter_dim}")
+                raise ValueError(f"rank {r} shape {spec.shape} differs from rank 0 {self.ranks[0].shape} off {off}")
         self._check_groups()
         self._check_collective()
 
@@ -147,15 +157,39 @@ class Case:
             raise ValueError(f"op={self.op!r}: {self.collective} takes {', '.join(kind.ops) or 'no reduction'}")
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
+        self._check_relayout()
         for r, spec in enumerate(self.ranks):
             members = self.members(r)
             if self.collective != "all-to-all" or not members:
                 if spec.splits:
                     raise ValueError(f"rank {r} splits={spec.splits}: only a member of an all-to-all sends splits")
                 continue
-            if len(spec.splits) != len(members) or sum(spec.splits) != self.lengths[r]:
+            length = spec.shape[self.split_axis]
+            if len(spec.splits) != len(members) or sum(spec.splits) != length:
                 raise ValueError(f"rank {r} splits={spec.splits}: need one per member of {members}, summing to its "
-                                 f"length {self.lengths[r]} along dim {self.dim}")
+                                 f"length {length} along dim {self.split_axis}")
+            if self.relayout and spec.splits != self.ranks[members[0]].splits:
+                raise ValueError(f"rank {r} splits={spec.splits}: in a re-layout every member of a group sends each "
+                                 f"the same pieces, as rank {members[0]} does: {self.ranks[members[0]].splits}")
+
+    def _check_relayout(self) -> None:
+        if self.scatter_dim is None:
+            return
+        if self.collective != "all-to-all":
+            raise ValueError(f"scatter_dim={self.scatter_dim}: only an all-to-all scatters along another dim")
+        if not -self.ndim <= self.scatter_dim < self.ndim or self.scatter_dim % self.ndim == self.dim % self.ndim:
+            raise ValueError(f"scatter_dim={self.scatter_dim}: need a dim of the {self.ndim}-d inputs other than "
+                             f"dim={self.dim}")
+
+    @property
+    def relayout(self) -> bool:
+        """An all-to-all scattering one dim and gathering along another (:attr:`scatter_dim`)."""
+        return self.scatter_dim is not None
+
+    @property
+    def split_axis(self) -> int:
+        """The axis (0..ndim-1) an all-to-all splits each rank's input along into its ``splits``."""
+        return (self.dim if self.scatter_dim is None else self.scatter_dim) % max(self.ndim, 1)
 
     def _check_groups(self) -> None:
         members = [r for group in self.groups for r in group]
@@ -183,8 +217,11 @@ class Case:
     def is_ragged(self) -> bool:
         """Some group holds different lengths along the gather dim (in an all-to-all: sends
         different split sizes)."""
-        if self.collective == "all-to-all":
-            return any(len({n for m in group for n in self.ranks[m].splits}) > 1 for group in self.layout())
+        if self.collective == "all-to-all" and any(len({n for m in group for n in self.ranks[m].splits}) > 1
+                                                   for group in self.layout()):
+            return True
+        if self.collective == "all-to-all" and not self.relayout:
+            return False
         return any(len({self.lengths[m] for m in group}) > 1 for group in self.layout())
 
     def layout(self) -> tuple[tuple[int, ...], ...]:
@@ -223,7 +260,7 @@ class Case:
             return spec
         at = members.index(gone)
         shape = list(spec.shape)
-        shape[self.dim % self.ndim] -= spec.splits[at]
+        shape[self.split_axis] -= spec.splits[at]
         return replace(spec, shape=tuple(shape), splits=spec.splits[:at] + spec.splits[at + 1:])
 
     def merged(self, rank: int) -> Case | None:
@@ -275,7 +312,9 @@ class Case:
             return self.ranks[rank].shape
         if self.collective == "all-to-all":
             shape = list(self.ranks[rank].shape)
-            shape[self.dim % self.ndim] = sum(self.received(rank))
+            shape[self.dim % self.ndim] = sum(self.sent_rows(m, rank) for m in self.members(rank))
+            if self.relayout:
+                shape[self.split_axis] = self.received(rank)[0]
             return tuple(shape)
         return self.gathered_shape(rank)
 
@@ -284,19 +323,27 @@ class Case:
         return [self.lengths[m] for m in self.members(rank)]
 
     def received(self, rank: int) -> list[int]:
-        """All-to-all: the rows each member of ``rank``'s group sends it (its ``output_split_sizes``)."""
+        """All-to-all: the rows (along the split axis) each member of ``rank``'s group sends it."""
         members = self.members(rank)
         return [self.ranks[s].splits[members.index(rank)] for s in members]
 
+    def sent_rows(self, sender: int, receiver: int) -> int:
+        """All-to-all: how long the piece from ``sender`` is along ``dim`` in ``receiver``'s result:
+        the rows it sends (a one-dim all-to-all), or its whole length (a re-layout); together,
+        ``receiver``'s ``output_split_sizes``."""
+        if self.relayout:
+            return self.lengths[sender]
+        return self.ranks[sender].splits[self.members(sender).index(receiver)]
+
     def sent_offset(self, sender: int, receiver: int) -> int:
-        """All-to-all: where the rows ``sender`` sends ``receiver`` start along dim in its input."""
+        """All-to-all: where the rows ``sender`` sends ``receiver`` start along the split axis in its input."""
         members = self.members(sender)
         return sum(self.ranks[sender].splits[: members.index(receiver)])
 
     def received_offset(self, receiver: int, sender: int) -> int:
-        """All-to-all: where the rows from ``sender`` start along dim in ``receiver``'s result."""
+        """All-to-all: where the piece from ``sender`` starts along dim in ``receiver``'s result."""
         members = self.members(receiver)
-        return sum(self.received(receiver)[: members.index(sender)])
+        return sum(self.sent_rows(m, receiver) for m in members[: members.index(sender)])
 
     def describe(self) -> str:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
@@ -305,7 +352,8 @@ class Case:
         convention other than ``tensor`` as ``output=list``, the world group passed to an
         optional group parameter as ``group=WORLD``.
         """
-        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} dim={self.dim} grad={self.grad}"
+        dims = f"dim={self.dim}" if self.scatter_dim is None else f"scatter_dim={self.scatter_dim} gather_dim={self.dim}"
+        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} {dims} grad={self.grad}"
         if self.collective != "gather":
             reduces = COLLECTIVES[self.collective].reduces
             head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"
@@ -326,11 +374,11 @@ class Case:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        """The case as plain data; ``world_group``, ``collective``, ``op`` and a rank's ``splits``
+        """The case as plain data; ``world_group``, ``collective``, ``op``, ``scatter_dim`` and a rank's ``splits``
         only when not their defaults, so every other case reads (and hashes, as the sampled
         stability calls do) as it did before the fields existed."""
         data = asdict(self)
-        for name in ("world_group", "collective", "op"):
+        for name in ("world_group", "collective", "op", "scatter_dim"):
             if data[name] == Case.__dataclass_fields__[name].default:
                 del data[name]
         for spec in data["ranks"]:
@@ -396,169 +444,11 @@ def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch
     shape = case.output_shape(rank)
     n = math.prod(shape)
     if spec.cotangent == "ints":
-        values = _small_ints(n, rank, spec.seed, dtype)
+        values = small_ints(n, rank, spec.seed, dtype)
     else:
-        values = _normal(n, rank, spec.seed, dtype)
+        values = normal(n, rank, spec.seed, dtype)
     c = _lay_out(values.reshape(shape), spec.cotangent_layout, requires_grad=False)
     return c if device is None else c.to(device)
-
-
-def make_values(recipe: str, dtype: torch.dtype, n: int, *, rank: int, seed: int) -> torch.Tensor:
-    """``n`` values of ``dtype`` from ``recipe``, distinct per rank where the dtype allows."""
-    if recipe == "iota":
-        return _iota(n, rank, dtype)
-    if recipe == "padding":
-        return _padding_like(n, rank, dtype)
-    if recipe == "special":
-        return _special(n, rank, seed, dtype)
-    if recipe == "random":
-        return _random_bits(n, rank, seed, dtype)
-    if recipe == "normal":
-        return _finite(n, rank, seed, dtype)
-    raise ValueError(f"unknown value recipe {recipe!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# value recipes
-
-
-def _generator(rank: int, seed: int, salt: str) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(zlib.crc32(f"{salt}:{seed}:{rank}".encode()))
-    return g
-
-
-def _exact_int_limit(dtype: torch.dtype) -> int:
-    """Largest magnitude up to which every integer is exact in ``dtype`` (bounded for iota)."""
-    if dtype == torch.bool:
-        return 1
-    if not (dtype.is_floating_point or dtype.is_complex):
-        return int(torch.iinfo(dtype).max)
-    mantissa = {torch.float16: 11, torch.bfloat16: 8, torch.float64: 53}.get(dtype, 24)
-    return 2**mantissa
-
-
-def _iota(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
-    """Distinct per element and per rank (modulo the dtype's exact range): misordering shows."""
-    i = torch.arange(n, dtype=torch.int64)
-    if dtype == torch.bool:
-        return ((i + rank) % 2).bool()
-    limit = _exact_int_limit(dtype)
-    if dtype == torch.uint8:
-        v = (i + 1 + 37 * rank) % 256
-    else:
-        v = (i + 1 + 100 * rank) % min(limit, 2**31)
-    if dtype.is_complex:
-        real = v.to(torch.float64)
-        return torch.complex(real, -real - 0.5).to(dtype)
-    return v.to(dtype)
-
-
-def _padding_like(n: int, rank: int, dtype: torch.dtype) -> torch.Tensor:
-    """Values a careless unpadder takes for padding: 0, -1 and NaN, with a few real values."""
-    i = torch.arange(n, dtype=torch.int64)
-    if dtype == torch.bool:
-        return torch.zeros(n, dtype=torch.bool)
-    pattern = i % 4  # the same on every rank, so dropping a rank keeps the zeros in front
-    if dtype.is_floating_point or dtype.is_complex:
-        table = torch.tensor([0.0, -1.0, float("nan"), float(rank + 1)], dtype=torch.float64)
-        v = table[pattern]
-        return torch.complex(v, v.flip(0)).to(dtype) if dtype.is_complex else v.to(dtype)
-    table = torch.tensor([0, -1 if dtype.is_signed else 255, 0, rank + 1], dtype=torch.int64)
-    return table[pattern].to(dtype)
-
-
-def _special_floats(dtype: torch.dtype) -> torch.Tensor:
-    """NaNs with payloads and signs, ±inf, ±0, subnormals, extremes, the largest exact integers
-    (2**p, past which not every integer is representable), as raw bits of ``dtype``."""
-    base = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
-    info = torch.finfo(base)
-    largest_exact = float(_exact_int_limit(base))
-    plain = torch.tensor(
-        [float("inf"), float("-inf"), 0.0, -0.0, info.tiny, -info.tiny, info.max, info.min,
-         info.smallest_normal / 2, largest_exact, -largest_exact, 1.0, -1.0, float("nan")],
-        dtype=torch.float64,
-    ).to(base)
-    # NaNs with payloads built from bits: quiet NaN with low payload, negative NaN, signalling-ish.
-    bits_dtype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[plain.element_size()]
-    nan_bits = plain[-1:].view(bits_dtype)
-    payloads = torch.cat([nan_bits | 1, nan_bits | 5, -(nan_bits.abs()) | 3]).view(base)
-    smallest_subnormal = torch.tensor([1], dtype=bits_dtype).view(base)
-    return torch.cat([plain, payloads, smallest_subnormal, -smallest_subnormal])
-
-
-def _special(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    if dtype == torch.bool:
-        return ((torch.arange(n) + rank + seed) % 3 == 0)
-    if dtype.is_floating_point or dtype.is_complex:
-        table = _special_floats(dtype)
-    else:
-        info = torch.iinfo(dtype)
-        table = torch.tensor([0, -1 if info.min < 0 else 1, info.min, info.max, 1, info.max - 1], dtype=torch.int64).to(dtype)
-    idx = (torch.arange(n) * 5 + rank * 3 + seed) % len(table)
-    if dtype.is_complex:
-        imag_idx = (idx + 1 + rank) % len(table)
-        pair = torch.stack([table[idx], table[imag_idx]], dim=-1).contiguous()
-        return pair.view(dtype).reshape(n)
-    return table[idx]
-
-
-def _random_bits(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Uniform over every bit pattern of ``dtype``: its whole range, NaN payloads included."""
-    g = _generator(rank, seed, "values")
-    if dtype == torch.bool:
-        return torch.randint(0, 2, (n,), generator=g).bool()
-    if dtype.is_floating_point or dtype.is_complex:
-        parts = 2 if dtype.is_complex else 1
-        bits_dtype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize // parts]
-        info = torch.iinfo(bits_dtype)
-        raw = torch.randint(info.min, info.max, (n * parts,), generator=g, dtype=torch.int64).to(bits_dtype)
-        return raw.view(dtype)
-    info = torch.iinfo(dtype)
-    return torch.randint(info.min, info.max, (n,), generator=g, dtype=torch.int64).to(dtype)
-
-
-def _finite(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Finite values no sum of 64 of them overflows: normals times 8 (exact in every float
-    dtype only by rounding, so a reduction is judged within its bound), integers in [-50, 50]
-    ([0, 50] unsigned: their sums wrap, which is how every backend adds them)."""
-    g = _generator(rank, seed, "finite")
-    if dtype == torch.bool:
-        return torch.randint(0, 2, (n,), generator=g).bool()
-    if not (dtype.is_floating_point or dtype.is_complex):
-        low = 0 if dtype == torch.uint8 else -50
-        return torch.randint(low, 51, (n,), generator=g, dtype=torch.int64).to(dtype)
-    real = torch.randn(n, generator=g, dtype=torch.float64) * 8
-    if dtype.is_complex:
-        return torch.complex(real, torch.randn(n, generator=g, dtype=torch.float64) * 8).to(dtype)
-    return real.to(dtype)
-
-
-def _small_ints(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Nonzero integers in [-4, 4], different on every rank: any sum of 8 of them is exact.
-
-    Never zero, so a gradient that misses one rank's term is always off.
-    """
-    i = torch.arange(n, dtype=torch.int64)
-    real = _nonzero((i * 7 + rank * 13 + seed) % 8 - 4)
-    if dtype.is_complex:
-        imag = _nonzero((i * 5 + rank * 11 + seed + 3) % 8 - 4)
-        return torch.complex(real.double(), imag.double()).to(dtype)
-    return real.to(dtype)
-
-
-def _nonzero(v: torch.Tensor) -> torch.Tensor:
-    """Map -4..3 onto -4..-1, 1..4."""
-    return v + (v >= 0).to(v.dtype)
-
-
-def _normal(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    g = _generator(rank, seed, "cotangent")
-    real = torch.randn(n, generator=g, dtype=torch.float64)
-    if dtype.is_complex:
-        imag = torch.randn(n, generator=g, dtype=torch.float64)
-        return torch.complex(real, imag).to(dtype)
-    return real.to(dtype)
 
 
 # ---------------------------------------------------------------------------------------------

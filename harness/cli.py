@@ -14,7 +14,7 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 
 The CLI process never imports the target: a rank imports it (``harness.api.verify_target``).
 Argument mistakes and a target path that is not there (or does not parse) are told before
-torch is imported.  ``fuzz`` and ``replay`` live in :mod:`harness.fuzz`; ``--listen`` (ranks
+torch is imported.  ``fuzz`` lives in :mod:`harness.fuzz`, ``replay`` in :mod:`harness.replay`; ``--listen`` (ranks
 started by torchrun) in :mod:`harness.remote_driver`; ``explain-case`` prints the case notation
 (:mod:`harness.notation`).
 """
@@ -223,8 +223,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     ]
     lines += [f"  note: {note}" for note in [*prepared.probe.notes, *prepared.probe.advice]]
     if not_drawn:
-        them = "it" if len(not_drawn) == 1 else "them"
-        lines.append(f"  not drawn: {', '.join(not_drawn)} ({contract.backends[0]} cannot all_gather {them})")
+        lines.append(f"  not drawn: {', '.join(not_drawn)} ({prepared.not_drawn_why})")
     return "\n".join(lines)
 
 

@@ -115,7 +115,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                ops=("sum", "mean", "max")),
     Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
                "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list", "first"),
-               roles=("input_split_sizes", "output_split_sizes", "output_list")),
+               roles=("input_split_sizes", "output_split_sizes", "output_list", "scatter_dim")),
 )}
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
 #: none of them is defined for bool.
@@ -129,8 +129,14 @@ OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
 #: The most ranks a case may have: torchrun jobs go this far; a local pool is capped by the
 #: machine's memory (``harness.machine.local_world_size_limit``).
 MAX_WORLD_SIZE = 64
+#: The dims of drawn inputs: 1-d up to 4-d (``stack`` results add 0-d ones).
+NDIMS: tuple[int, int] = (1, 4)
 BACKENDS: tuple[str, ...] = ("gloo", "nccl")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -206,7 +212,7 @@ class Contract:
       probed with ragged input only under ``--probe-misuse``.
     - ``dims``: ``"0"`` (gather along dim 0 only) or ``"any"`` (any dim, negative included).
     - ``dtypes``: the dtype names the variant claims to handle.
-    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see README).
+    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see docs/properties.md).
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
       ``auto`` to let the probe detect it.
     - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target; ``None``
@@ -224,6 +230,12 @@ class Contract:
     - ``collective``: what the target computes (:data:`COLLECTIVES`); ``op``: the reduction of
       a reduce-scatter (``sum``, ``mean``, ``max``).  The default dtypes of a reduction are
       the ones it is defined for (:data:`OP_DTYPES`).
+    - ``scatter_dim``, ``gather_dim``: an all-to-all that is a re-layout (:attr:`relayout`):
+      the dim split into W pieces and the dim the pieces received are concatenated along, each
+      ``"any"`` (drawn over the input's dims, negative ones included) or a fixed dim; ``""``
+      both: a one-dim all-to-all, until the probe finds a target taking both dims.  The gather
+      dim is the one ranks may hold different lengths along (a case's ``dim``).
+    - ``ndims``: the (low, high) dims of drawn inputs; ``None``: :attr:`ndim_range`'s default.
     """
 
     ragged: bool = True
@@ -241,9 +253,13 @@ class Contract:
     optional_group: bool = False
     collective: str = "gather"
     op: str = "sum"
+    scatter_dim: str = ""
+    gather_dim: str = ""
+    ndims: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self._check_collective()
+        self._check_relayout()
         object.__setattr__(self, "kwargs", tuple((str(name), str(value)) for name, value in self.kwargs))
         names = [name for name, _ in self.kwargs]
         for name, value in self.kwargs:
@@ -293,6 +309,73 @@ class Contract:
             raise UsageError(f"--dtypes: {self.op} is not defined for {', '.join(unfit)}; use some of "
                              f"{', '.join(allowed)}")
 
+    def _check_relayout(self) -> None:
+        for flag, value in (("--scatter-dim", self.scatter_dim), ("--gather-dim", self.gather_dim)):
+            if value and value != "any" and not (_is_int(value) and -NDIMS[1] <= int(value) < NDIMS[1]):
+                raise UsageError(f"{flag}: expected any or a dim of a 1-{NDIMS[1]}-d input ({-NDIMS[1]} to "
+                                 f"{NDIMS[1] - 1}), got {value!r}")
+        if self.ndims is not None:
+            object.__setattr__(self, "ndims", (int(self.ndims[0]), int(self.ndims[1])))
+            low, high = self.ndims
+            if not 1 <= low <= high <= NDIMS[1]:
+                raise UsageError(f"--ndims: need 1 <= A <= B <= {NDIMS[1]}, got {low}-{high}")
+        if not self.relayout:
+            return
+        if self.collective != "all-to-all":
+            raise UsageError(f"--scatter-dim/--gather-dim: a re-layout (scatter one dim, gather along another) is an "
+                             f"all-to-all; {self.collective} takes one dim (--dims)")
+        if self.dims != "any":
+            raise UsageError("--dims: a re-layout's dims are --scatter-dim and --gather-dim; leave out --dims")
+        if not self.ndim_range:
+            raise UsageError(f"--scatter-dim {self.scatter_dim} --gather-dim {self.gather_dim}: no input of "
+                             f"{'-'.join(map(str, self.ndims or NDIMS))} dims has them as two different dims")
+
+    @property
+    def relayout(self) -> bool:
+        """An all-to-all that scatters one dim and gathers the pieces along another (``--scatter-dim``,
+        ``--gather-dim``): sequence-parallel attention's heads-for-sequence exchange."""
+        return bool(self.scatter_dim or self.gather_dim)
+
+    def describe_dims(self) -> str:
+        """A re-layout's dims as a case is drawn: ``scatter_dim=any gather_dim=1``."""
+        return f"scatter_dim={self.scatter_dim or 'any'} gather_dim={self.gather_dim or 'any'}"
+
+    @property
+    def drawn_dims(self) -> str:
+        """What a case's dim (the one ranks differ along; a re-layout's gather dim) is drawn from:
+        ``"0"``, ``"any"`` or one fixed dim."""
+        if self.relayout:
+            return self.gather_dim if self.gather_dim not in ("", "any") else "any"
+        return self.dims
+
+    def scatter_dims(self, ndim: int, dim: int) -> list[int]:
+        """A re-layout's scatter dims for ``ndim``-d inputs gathered along ``dim``: the fixed one,
+        or every other dim by both names (positive first)."""
+        if self.scatter_dim not in ("", "any"):
+            return [int(self.scatter_dim)]
+        return [d for d in [*range(ndim), *range(-ndim, 0)] if d % ndim != dim % ndim]
+
+    def probe_dims(self, ndim: int) -> tuple[int, int]:
+        """``(gather, scatter)`` of a re-layout's probe case: the fixed dims, else dim 1 gathered
+        and the first other dim from 2 on scattered (batch, sequence, heads)."""
+        gather = int(self.gather_dim) if self.drawn_dims != "any" else (
+            1 if self.scatter_dim in ("", "any") or int(self.scatter_dim) % ndim != 1 else 0)
+        scatter = self.scatter_dims(ndim, gather)
+        return gather, next((d for d in scatter if d % ndim >= 2), scatter[0])
+
+    @property
+    def ndim_range(self) -> tuple[int, int] | None:
+        """The dims of drawn inputs (``--ndims``; default 1-4, a re-layout's 3-4: batch, sequence and
+        heads); narrowed to the inputs that have a re-layout's fixed dims as two different dims
+        (``None``: none has)."""
+        low, high = self.ndims or ((3, NDIMS[1]) if self.relayout else NDIMS)
+        if self.relayout:
+            fixed = [int(value) for value in (self.scatter_dim, self.gather_dim) if _is_int(value)]
+            fits = [n for n in range(max(low, 2), high + 1)
+                    if all(-n <= d < n for d in fixed) and len({d % n for d in fixed}) == len(fixed)]
+            return (fits[0], fits[-1]) if fits and fits == list(range(fits[0], fits[-1] + 1)) else None
+        return low, high
+
     @property
     def kind(self) -> Collective:
         return COLLECTIVES.get(self.collective, COLLECTIVES["gather"])
@@ -317,9 +400,14 @@ class Contract:
         ragged = "ragged" if self.ragged else "equal-only"
         extra = ("" if self.output == "auto" else f" output={self.output}") + (" groups" if self.groups else "")
         extra += " (2-D mesh layouts)" if self.mesh else ""
+        if self.relayout:
+            extra += f" scatter_dim={self.scatter_dim or 'any'} gather_dim={self.gather_dim or 'any'}"
+        if self.ndims is not None:
+            extra += " ndims={}-{}".format(*self.ndims)
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
-        return f"{self.collective_text()}{ragged} dims={self.dims} grad={self.grad} dtypes={dtypes}{extra}"
+        dims = "" if self.relayout else f" dims={self.dims}"
+        return f"{self.collective_text()}{ragged}{dims} grad={self.grad} dtypes={dtypes}{extra}"
 
     def collective_text(self) -> str:
         """``""`` for a gather (the default, said nowhere); ``reduce-scatter(sum) `` or ``all-to-all ``."""

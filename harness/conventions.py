@@ -80,7 +80,11 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "input_split_sizes": ("input_split_sizes", "input_splits", "in_splits", "send_splits", "send_counts"),
     "output_split_sizes": ("output_split_sizes", "output_splits", "out_splits", "recv_splits", "recv_counts"),
     "output_list": ("output_tensor_list", "output_list", "out_tensor_list", "output_tensors", "out_list"),
+    "scatter_dim": ("scatter_dim", "scatter_idx", "split_dim"),
 }
+#: A re-layout's gather dim: beside a parameter named like a scatter dim (``ROLE_NAMES["scatter_dim"]``),
+#: the parameter named like this takes the case's dim (the one the pieces are concatenated along).
+_GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")
 #: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
 LIST_NAMES: tuple[str, ...] = ("input_list", "tensor_list", "input_tensor_list", "input_tensors", "tensors",
                                "chunks", "pieces")
@@ -159,6 +163,10 @@ class Call:
     def takes_dim(self) -> bool:
         return "dim" in self.roles
 
+    @property
+    def takes_scatter_dim(self) -> bool:
+        """A re-layout's both dims are bound: the scatter dim here, the gather dim as ``dim``."""
+        return "scatter_dim" in self.roles
 
     @property
     def takes_group(self) -> bool:
@@ -193,18 +201,20 @@ class Call:
                 tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
-               sizes: dict[str, list[int]] | None = None) -> Any:
+               sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None) -> Any:
         """Call ``target`` on ``x`` this way.
 
         ``pass_group``: the case passes a group (its layout's, or the world group it asks for);
         a group without a default is passed anyway.  ``group`` ``None`` means the world group.
         ``sizes``: the split-size lists of the case for this rank, by role (a fresh list per call).
+        ``scatter_dim``: a re-layout's, the dim x is split along (``None``: ``dim``).
         """
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
-        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x)
-        first = list(x.split(values.get("", self.split_input), dim)) if self.split_input else x
+        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim)
+        split = dim if scatter_dim is None else scatter_dim
+        first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
         args, kwargs = self.arguments(first, values.get, pass_group)
         function = target.apply if self.apply else target
         result = function(*args, **kwargs)
@@ -214,21 +224,26 @@ class Call:
         return role != "group" or pass_group or not self.group_optional
 
     def _shown(self, parameter: str, role: str) -> str:
-        return dict(self.kwargs)[parameter] if role == FIXED else role
+        if role == FIXED:
+            return dict(self.kwargs)[parameter]
+        return "gather_dim" if role == "dim" and self.takes_scatter_dim else role
 
 
 class _Values:
     """The value of each role for one call; rank and size are asked of torch only when passed."""
 
     def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
-                 x: torch.Tensor | None = None) -> None:
+                 x: torch.Tensor | None = None, scatter_dim: int | None = None) -> None:
         self.dim, self.group, self.fixed, self.sizes, self.x = dim, group, fixed, sizes, x
+        self.scatter_dim = dim if scatter_dim is None else scatter_dim
         #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
         self.outputs: list[torch.Tensor] | None = None
 
     def get(self, parameter: str, role: str) -> Any:
         if role == "dim":
             return self.dim
+        if role == "scatter_dim":
+            return self.scatter_dim
         if role in self.sizes:
             return list(self.sizes[role])
         if role == "output_list" and self.x is not None:
@@ -342,6 +357,11 @@ class _Planner:
         if first is None:
             raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
                          f"first, as in f(x) or f(x, dim)")
+        if first.name in ("self", "cls") and not (self.apply or self.module):
+            raise Misfit(f"{self.written} is a method (its first parameter is {first.name!r}), named through its "
+                         f"class: the harness has no instance to call it on; name an instance made at module level "
+                         f"(module:instance.{self.name}), or wrap it, e.g. def {self._wrapper()}(x, dim): return "
+                         f"MyClass(...).{self.name}(x, dim)")
         leading = self._leading(parameters)  # f(group, x, ...), f(rank, world_size, outputs, inputs)
         if leading:
             first = parameters[len(leading)]
@@ -349,12 +369,16 @@ class _Planner:
             raise Misfit(f"{self.written}: x would go to {first.name!r}, which names an output the caller allocates; "
                          f"the harness fills only an all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}) "
                          f"given before its input, so check it through a wrapper that allocates the output, passes "
-                         f"it and returns it, e.g. def {self._kind()}(x, dim): out = ...; {self.name}(out, x, ...); "
+                         f"it and returns it, e.g. def {self._wrapper()}(x, dim): out = ...; {self.name}(out, x, ...); "
                          f"return out")
         rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
         roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
         split_input = self.list_role if self.list_role and _takes_list(first) else ""
         self._check_dims(first, rest, roles)
+        if "scatter_dim" in roles.values() and "output_list" in [*roles.values(), *(role for _, role in leading)]:
+            raise Misfit(f"{self.written} takes a re-layout's two dims and an output list to fill: the harness "
+                         f"allocates an output list for a one-dim all-to-all only; check it through a wrapper that "
+                         f"allocates the pieces and returns them")
         unmet = [p for p in rest if p.default is inspect.Parameter.empty and p.name not in roles]
         if unmet:
             raise Misfit(self._unmet(first, unmet))
@@ -379,10 +403,13 @@ class _Planner:
         return _unnamed(self.name, self.written, self.kwargs, needs_group, module=self.module, apply=self.apply)
 
     def _bind(self, first: inspect.Parameter, rest: list[inspect.Parameter], var_keyword: bool) -> dict[str, str]:
-        """Parameter name -> role: the first parameter named like each role, then the fixed ones."""
-        roles: dict[str, str] = {}
+        """Parameter name -> role: a re-layout's two dims (:meth:`_relayout`), the first parameter
+        named like each other role, then the fixed ones."""
+        roles = self._relayout(rest)
         for role, taken_by in self.names.items():
-            taker = next((p for p in rest if p.name in taken_by), None)
+            if role == "scatter_dim" or role in roles.values():
+                continue
+            taker = next((p for p in rest if p.name in taken_by and p.name not in roles), None)
             if taker is not None:
                 roles[taker.name] = role
         names = {p.name for p in rest}
@@ -391,13 +418,31 @@ class _Planner:
                 raise Misfit(f"--kwarg {key}: {key!r} is the parameter x goes to in {self.written}")
             if key in roles:
                 raise Misfit(f"--kwarg {key}: the harness passes {key!r} itself in {self.written} "
-                             f"({_ROLE_SOURCE[roles[key]]}); leave out --kwarg {key}")
+                             f"({self._source(roles[key])}); leave out --kwarg {key}")
             if key not in names and not (var_keyword and not self.apply):
                 raise Misfit(f"--kwarg {key}: {self.written} takes no parameter {key!r}"
                              + (" (.apply passes arguments by position only)" if var_keyword else ""))
             if key in names:
                 roles[key] = FIXED
         return roles
+
+    def _source(self, role: str) -> str:
+        """Where the value of ``role`` comes from, in words that fit the collective checked."""
+        if role == "dim" and self._kind() == "gather":
+            return "the gather dim of each case; --dims 0 checks dim 0 only"
+        return _ROLE_SOURCE[role]
+
+    def _relayout(self, rest: list[inspect.Parameter]) -> dict[str, str]:
+        """An all-to-all's parameter named like a scatter dim beside one named like a gather dim
+        (``scatter_idx``/``gather_idx``, ``scatter_dim``/``gather_dim``): a re-layout, both bound
+        (the gather dim as ``dim``); otherwise nothing here, and one of them alone is the dim."""
+        if "scatter_dim" not in self.names:
+            return {}
+        scatter = next((p for p in rest if p.name in self.names["scatter_dim"]), None)
+        gather = next((p for p in rest if p.name in _GATHER_DIM_NAMES), None)
+        if scatter is None or gather is None:
+            return {}
+        return {scatter.name: "scatter_dim", gather.name: "dim"}
 
     def _leading(self, parameters: list[inspect.Parameter]) -> list[tuple[str, str]]:
         """``(parameter, role)`` of the positional parameters before x: every one at the front
@@ -411,6 +456,12 @@ class _Planner:
             leading.append((parameter.name, takers[parameter.name]))
         following = parameters[len(leading):len(leading) + 1]
         return leading if following and following[0].kind in _POSITIONAL else []
+
+    def _wrapper(self) -> str:
+        """A wrapper's name in messages: the kind of target, unless that is the target's own name
+        (``def gather(x, dim): return gather(x, ...)`` would call itself)."""
+        kind = self._kind()
+        return f"checked_{kind}" if self.name.rpartition(".")[2] == kind else kind
 
     def _kind(self) -> str:
         """What the target is, for a wrapper's name in messages: ``gather`` or ``collective``."""
@@ -435,8 +486,7 @@ class _Planner:
                          f"dim, gather the pieces along another), and the one-dim {self._kind()} checked here has one, "
                          f"so {parameter.name!r} cannot be supplied: left at its default or given the same dim as "
                          f"{bound!r}, it would make a call its callers never make, and a mismatch would be no finding; "
-                         f"check it through an adapter that takes one dim and gives {self.name} the two it expects "
-                         f"(moving the dims of x to them and back)")
+                         f"a re-layout is an all-to-all: check it with --collective all-to-all, which binds both")
         binds = f"binds the case's dim to {bound!r}" if bound else "binds none of its parameters to the case's dim"
         other = "" if self._kind() != "gather" else (
             f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective (a neighbour binds "
@@ -485,7 +535,7 @@ class _Planner:
         if collective:
             return (f"{parameter.name!r} is how a {collective} is told its sizes: if {self.name} computes a "
                     f"{collective}, check it with --collective {collective} (collective={collective!r} from Python)")
-        wrapper = f"def {self._kind()}(x, dim): return {self.name}(x, ...)"
+        wrapper = f"def {self._wrapper()}(x, dim): return {self.name}(x, ...)"
         if parameter.name in _OUTPUT_NAMES:
             return (f"{parameter.name!r} looks like an output the caller allocates: the harness fills only an "
                     f"all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}), so check it through a "
@@ -513,7 +563,8 @@ SPLIT_ROLES = frozenset(_COLLECTIVE_OF_ROLE)
 #: What each role is, for messages.
 _ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_size": "the world size",
               "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
-              "output_split_sizes": "the sizes received", "output_list": "an output list to fill"}
+              "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
+              "scatter_dim": "a re-layout's scatter dim"}
 
 
 def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
@@ -525,7 +576,8 @@ def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
 
 #: Where the value of a role comes from, for messages.
 _ROLE_SOURCE = {
-    "dim": "the gather dim of each case; --dims 0 checks dim 0 only",
+    "dim": "the dim of each case; --dims 0 checks dim 0 only, --gather-dim N a re-layout's gather dim N",
+    "scatter_dim": "a re-layout's scatter dim of each case; --scatter-dim N checks dim N only",
     "group": "the world group, or each case's group with --groups",
     "rank": "this rank within the group passed",
     "world_size": "the size of the group passed",

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, OUTPUTS, Contract
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256
@@ -44,8 +44,6 @@ GROUP_LAYOUTS: tuple[str, ...] = ("world", "one group", "several groups", "idle 
 MIXED = "mixed"
 #: An activation's hidden size: the last dim besides the gather dim is at least this long.
 HIDDEN = 16
-#: The dims the strategies draw (``strategies._internal._NDIM``); ``stack`` results add 0-d inputs.
-NDIMS: tuple[int, int] = (1, 4)
 
 #: Every axis, in display order, with the rule that counts it (one line, shown on the page).
 AXES: dict[str, str] = {
@@ -101,6 +99,17 @@ SHORT_DTYPES: dict[str, str] = {
 # one case
 
 
+def dim_kind(dim: int) -> str:
+    """The ``dim kind`` of a dim as passed: ``0``, ``positive`` or ``negative``."""
+    return "0" if dim == 0 else "positive" if dim > 0 else "negative"
+
+
+def _drawn_ndims(contract: Contract, stack: bool) -> tuple[int, int]:
+    """The dims of the inputs ``contract``'s cases draw; a ``stack`` convention adds 0-d ones."""
+    low, high = contract.ndim_range or NDIMS
+    return (0 if stack else low), high
+
+
 def axes(case: Case) -> dict[str, tuple[str, ...]]:
     """The value(s) ``case`` takes on every axis, in :data:`AXES` order (see the module docstring).
 
@@ -116,7 +125,7 @@ def axes(case: Case) -> dict[str, tuple[str, ...]]:
         "dtype": (case.dtype,),
         "ndim": (str(case.ndim),),
         "dim": (str(case.dim),),
-        "dim kind": ("0" if case.dim == 0 else "positive" if case.dim > 0 else "negative",),
+        "dim kind": (dim_kind(case.dim),),
         "raggedness": (_raggedness(case, active),),
         "zero-size dim": ("yes" if 0 in others else "no",),
         "long rank": ("yes" if any(case.lengths[r] >= LONG_LENGTH for r in active) else "no",),
@@ -222,7 +231,7 @@ class Coverage:
     - ``grad``: gradients are checked, so the cotangent axes are reachable (with a float or
       complex dtype among ``dtypes``).
     - ``groups``: every case draws a group layout (``--groups``); without, every case is ``world``.
-    - ``ragged`` (default True), ``dims`` (``"any"`` default, or ``"0"``), ``ndims`` (default
+    - ``ragged`` (default True), ``dims`` (``"any"`` default, ``"0"``, or a re-layout's one gather dim), ``ndims`` (default
       ``(1, 4)``): the shapes drawn; an equal-only or dim-0 run is not blamed for missing
       ragged cases or dim -1.
     - ``values``: the value recipes drawn (a reduction's are fewer); ``group_optional``: a case
@@ -257,7 +266,7 @@ class Coverage:
         stack = contract.read_as.stacked  # the one convention that reads 0-d inputs
         return cls(world_sizes=contract.world_sizes, dtypes=dtypes or contract.dtypes, grad=contract.grad != "none",
                    groups=bool(contract.groups), ragged=contract.ragged_cases,
-                   dims=contract.dims, ndims=(0 if stack else NDIMS[0], NDIMS[1]),
+                   dims=contract.drawn_dims, ndims=_drawn_ndims(contract, stack),
                    values=recipes_for(contract.kind.reduces, contract.op),
                    group_optional=contract.optional_group and not contract.mesh, mesh=contract.mesh)
 
@@ -325,12 +334,12 @@ class Coverage:
         low, high = self.ndims
         found = {
             "ndim": tuple(str(n) for n in range(low, high + 1)),
-            "dim": ("0",) if self.dims == "0" else tuple(str(d) for d in range(-high, high)),
-            "dim kind": ("0",) if self.dims == "0" else DIM_KINDS,
+            "dim": tuple(str(d) for d in range(-high, high)) if self.dims == "any" else (self.dims,),
+            "dim kind": DIM_KINDS if self.dims == "any" else (dim_kind(int(self.dims)),),
             "raggedness": tuple(v for v in RAGGEDNESS if v in ("one rank", "all empty") or several
                                 and (self.ragged or v == "equal")),
             "zero-size dim": ("no", "yes") if high >= 2 else ("no",),
-            "long rank": ("no", "yes"),
+            "long rank": ("no", "yes") if low <= 1 else ("no",),
             "activation": ("no", "yes") if high >= 3 else ("no",),
             "layout": (*LAYOUTS, MIXED) if several else LAYOUTS,
             "values": self.values,
@@ -397,7 +406,7 @@ class Coverage:
             grad=self.grad or other.grad,
             groups=self.groups or other.groups,
             ragged=self.ragged or other.ragged,
-            dims="any" if "any" in (self.dims, other.dims) else "0",
+            dims=self.dims if self.dims == other.dims else "any",
             ndims=(min(self.ndims[0], other.ndims[0]), max(self.ndims[1], other.ndims[1])),
             values=tuple(ordered("values", set(self.values) | set(other.values))),
             group_optional=self.group_optional or other.group_optional,
@@ -490,14 +499,17 @@ class Coverage:
         return "·" if self.in_space(world_size, dtype) else ""
 
     def _never_lines(self, width: int) -> list[str]:
-        """``never reached (3): W=4 bfloat16, complex128; dim=-4``: cells grouped by W (runs of
-        rows never reached as one range), two lines at most."""
+        """``never reached (2 cells, 1 axis value): W=4 bfloat16, complex128; dim=-4``: cells grouped
+        by W (runs of rows never reached as one range), counted apart from axis values (beside
+        "N of M cells reached"), two lines at most."""
         missing = self.never_reached()
         if not missing:
             return ["never reached: nothing; every cell and axis value of the space came up"]
         items = [f"{world_label(lo, hi)} {gone}" for lo, hi in self.matrix_rows() if (gone := self._missing_in_row(lo))]
-        items += [label for label in missing if not label.startswith("W=")]
-        return _two_lines(f"never reached ({len(missing)}): " + "; ".join(items), width)
+        values = [label for label in missing if not label.startswith("W=")]
+        cells = len(missing) - len(values)
+        counts = [f"{n} {what}{'' if n == 1 else 's'}" for n, what in ((cells, "cell"), (len(values), "axis value")) if n]
+        return _two_lines(f"never reached ({', '.join(counts)}): " + "; ".join(items + values), width)
 
     def _missing_in_row(self, world_size: int) -> str:
         """The space's dtypes never reached at ``world_size``: ``every dtype``, a list, or ``""``."""

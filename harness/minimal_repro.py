@@ -454,7 +454,7 @@ def call_source(call: Call, x: str, case: Case) -> str:
     passing = case.passes_group
     group = "group" if case.groups else ("dist.group.WORLD" if passing and call.takes_group else "None")
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
-              "world_size": f"dist.get_world_size({group})"}
+              "world_size": f"dist.get_world_size({group})", "scatter_dim": repr(case.scatter_dim)}
     for role in SPLIT_ROLES.intersection(COLLECTIVES[case.collective].roles):  # one literal per rank, indexed
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     if "output_list" in call.roles:  # one empty piece per member, which the target fills
@@ -463,7 +463,7 @@ def call_source(call: Call, x: str, case: Case) -> str:
     fixed = dict(call.kwargs)
     source = x
     if call.split_input:  # the target takes x as a list of its pieces
-        source = f"list({x}.split({values[call.split_input]}, {case.dim}))"
+        source = f"list({x}.split({values[call.split_input]}, {case.dim if case.scatter_dim is None else case.scatter_dim}))"
     args, kwargs = call.arguments(source, lambda parameter, role: fixed[parameter] if role == FIXED else values[role],
                                   passing)
     args += [f"{parameter}={value}" for parameter, value in kwargs.items()]

@@ -1,7 +1,7 @@
 """How to read a case line: the notation of :meth:`harness.case.Case.describe`, explained once.
 
 Printed by ``python -m harness explain-case`` (a failure's output points there) and shown
-in the README, which holds this very text (a test keeps the two the same).  This module
+in ``docs/case-notation.md``, which holds this very text (a test keeps the two the same).  This module
 imports nothing, so the command answers at once.
 """
 
@@ -16,12 +16,17 @@ reduce-scatter(sum) or all-to-all
                    first, when the case is not a gather's: the collective (and its reduction)
 W=2 gloo/cpu       the world size, the backend and the device
 float32 dim=0      the dtype, and the dim gathered along (a negative dim counts from the end)
-grad=sum           the gradient contract checked: none, local, sum or mean (see README);
-                   adjoint for a reduce-scatter or an all-to-all
+scatter_dim=2 gather_dim=1
+                   in place of dim, in an all-to-all that is a re-layout (heads for
+                   sequence): the dim each rank splits into one piece per rank of its
+                   group, and the dim the pieces received are concatenated along
+grad=sum           the gradient contract checked: none, local, sum or mean; adjoint for a
+                   reduce-scatter or an all-to-all (see docs/properties.md)
 output=list        how the result was read, when not a tensor: list (one per rank; in an
                    all-to-all, the rows from each), stack (a (W, ...) tensor), first (a
                    tuple starting with the result, e.g. (output, handle))
-groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order;
+groups={{0,2}}+{{1}}   subgroups, each gathering on its own process group in group-rank order
+                   (rank 2 is group rank 1 of {{0,2}}, rank 1 group rank 0 of {{1}});
                    a rank in no group shows as "r3 idle" and does not call the gather
 | r1 ...           what each rank holds, rank 0 first:
   (1,2)            the shape of its input; in a reduce-scatter (5,2)->slot (1,2): what it

@@ -150,6 +150,15 @@ OPTIONS: tuple[Option, ...] = (
            section="contract", defaults={"fuzz": None}),
     Option("dims", "gather along dim 0 only, or any dim, negative ones included (default: any)", "any",
            choices=("0", "any"), section="contract", defaults={"fuzz": None}),
+    Option("scatter_dim", "an all-to-all that is a re-layout (sequence-parallel attention: heads for sequence): the "
+                          "dim each rank splits into one piece per rank; any: drawn over the input's dims (default: "
+                          "any, when TARGET takes both dims, e.g. scatter_idx and gather_idx)", metavar="any|N",
+           section="contract"),
+    Option("gather_dim", "a re-layout's dim the pieces received are concatenated along, the one ranks may hold "
+                         "different lengths along; any: drawn (default: any, when TARGET takes both dims; a TARGET "
+                         "taking neither needs both fixed)", metavar="any|N", section="contract"),
+    Option("ndims", "the dims of drawn inputs, a range within 1-4 (default: 1-4; a re-layout's 3-4: batch, sequence, "
+                    "heads)", metavar="A-B", section="contract"),
     Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W; for "
                    "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents (default: none)",
            "none", choices=GRAD_CONTRACTS, section="contract", defaults={"fuzz": None}),
@@ -318,6 +327,12 @@ def resolved(values: Mapping[str, Any], command: str = "check", prefix: str = "-
         value = option.default_in(command) if value is None else option_value(option, value, prefix)
         out[option.name] = value
     out["dims"] = None if out["dims"] is None else str(out["dims"])
+    for name in ("scatter_dim", "gather_dim"):
+        out[name] = None if out[name] is None else str(out[name])
+    if isinstance(out["ndims"], str):
+        out["ndims"] = _dims_range(out["ndims"], f"{prefix}ndims")
+    elif out["ndims"] is not None:
+        out["ndims"] = (int(out["ndims"][0]), int(out["ndims"][1]))
     if out["dtypes"] is not None and not isinstance(out["dtypes"], str):
         out["dtypes"] = ",".join(out["dtypes"])
     out["kwargs"] = _pairs(out["kwargs"], f"{prefix}kwarg")
@@ -327,6 +342,15 @@ def resolved(values: Mapping[str, Any], command: str = "check", prefix: str = "-
         low, high = out["world_sizes"]
         out["world_sizes"] = (int(low), int(high))
     return out
+
+
+def _dims_range(text: str, flag: str) -> tuple[int, int]:
+    """``"3-4"`` -> (3, 4); ``"4"`` -> (4, 4)."""
+    low, _, high = text.partition("-")
+    try:
+        return int(low), int(high or low)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a range like 3-4") from None
 
 
 def _pairs(kwargs: Any, flag: str) -> tuple[tuple[str, str], ...]:
@@ -363,6 +387,6 @@ def _spelled(option: Option, value: Any) -> list[str]:
         return [flag if value else f"--no-{option.spelled}"]
     if option.kind == "repeat":
         return [word for name, literal in value for word in (flag, f"{name}={literal}")]
-    if option.name == "world_sizes":
+    if option.name in ("world_sizes", "ndims"):
         return [flag, "{}-{}".format(*value)]
     return [flag, f"{value:g}" if isinstance(value, float) else str(value)]

@@ -121,13 +121,14 @@ def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
 def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
+    contract, relayout_notes = _relayout(call, contract, target)
     _check_split_roles(call, contract, target)
     chosen = contract.groups is not None  # --groups: an optional group is always passed, as asked
     contract = replace(contract, groups=call.takes_group if contract.groups is None else contract.groups)
     always = chosen and bool(contract.groups)
     both = call.group_optional and not always
     declared = "" if contract.output == "auto" else contract.output
-    output, notes = declared or "tensor", _call_notes(call, both, bool(contract.groups), chosen)
+    output, notes = declared or "tensor", _call_notes(call, both, bool(contract.groups), chosen) + relayout_notes
     made: dict[str, None] = {}  # the calls made so far, in order
     graded = contract.grad != "none" and dtype in DIFFERENTIABLE_DTYPES
     ran: list[Outcome] = []
@@ -153,7 +154,7 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
     if graded:
         _check_differentiable(ran, contract, call)
     implied = replace(contract, optional_group=both)
-    if not call.takes_dim and contract.dims != "0":
+    if not call.takes_dim and contract.dims != "0" and not contract.relayout:
         implied = replace(implied, dims="0")
         notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
     if OUTPUTS[output].stacked and contract.ragged:
@@ -211,9 +212,38 @@ def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Con
                          f"(collective=\"reduce-scatter\" from Python; --no-ragged if it takes no split sizes)")
 
 
+def _relayout(call: Call, contract: Contract, target: str) -> tuple[Contract, list[str]]:
+    """The contract as the call makes it, and a note: a target taking a re-layout's two dims checks
+    a re-layout (its dims drawn unless fixed); a re-layout is called with both dims or neither
+    (fixed in its code, then given as --scatter-dim and --gather-dim): one bound dim is
+    :class:`Misfit` (exit 2), as the other would be left to a guess."""
+    if call.takes_scatter_dim:
+        contract = replace(contract, scatter_dim=contract.scatter_dim or "any", gather_dim=contract.gather_dim or "any")
+        return contract, [f"{call.signature} takes a re-layout's two dims: it scatters one dim and gathers the pieces "
+                          f"along another; checked at {contract.describe_dims()} (any: drawn over the input's dims; "
+                          f"--scatter-dim N and --gather-dim N fix them)"]
+    if not contract.relayout:
+        return contract, []
+    if call.takes_dim:
+        bound = next(parameter for parameter, role in call.positional + call.keywords if role == "dim")
+        raise Misfit(f"target {target!r}: {call.signature} takes one dim{f', {bound!r}' if bound else ''}, and "
+                     f"--scatter-dim/--gather-dim say a re-layout, which binds two (scatter: "
+                     f"{', '.join(ROLE_NAMES['scatter_dim'])}; gather: gather_dim, gather_idx, cat_dim, concat_dim) or "
+                     f"none (its dims fixed in its code): leave them out to check a one-dim all-to-all")
+    fixed = [value for value in (contract.scatter_dim, contract.gather_dim) if value not in ("", "any")]
+    if len(fixed) < 2:
+        raise Misfit(f"target {target!r}: {call.signature} takes no dim, so a re-layout's dims cannot be drawn: give "
+                     f"the two its code fixes, --scatter-dim N --gather-dim M")
+    return contract, [f"{call.signature} takes no dim: its re-layout is checked at {contract.describe_dims()}"]
+
+
 def _check_split_roles(call: Call, contract: Contract, target: str) -> None:
     """A ragged reduce-scatter or all-to-all cannot be right without its split sizes: a target
-    that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2)."""
+    that takes none is checked with equal splits (``--no-ragged``) or not at all (exit 2).  A
+    re-layout needs none: its pieces are cut as ``torch.tensor_split`` cuts them, and the lengths
+    along its gather dim are a ragged gather's, which the target exchanges."""
+    if contract.relayout:
+        return
     told = (*call.roles, call.split_input) + (("output_split_sizes",) if "output_list" in call.roles else ())
     missing = [role for role in contract.kind.roles if role in SPLIT_ROLES and role not in told]
     if contract.ragged and missing:
@@ -282,6 +312,8 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
     ``groups``, else the world group)."""
     groups = (tuple(range(world)),) if contract.groups and passes_group else ()
     world_group = passes_group and not groups
+    if contract.relayout:
+        return _relayout_probe_case(contract, world, dtype, output, groups, world_group)
     if contract.collective == "all-to-all":  # PROBE_SHAPE's rows to every rank
         rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
     else:  # a gather's input, a reduce-scatter's slot
@@ -289,6 +321,21 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
     return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backends[0],
                 device=contract.devices[0], groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, op=contract.op)
+
+
+def _relayout_probe_case(contract: Contract, world: int, dtype: str, output: str,
+                         groups: tuple[tuple[int, ...], ...], world_group: bool) -> Case:
+    """A re-layout's probe case: the fewest dims the contract draws, each 2 long but the gather dim
+    (3 per rank) and the scatter dim (2 heads for every rank), at its fixed dims or the first two
+    others (gather dim 1, scatter dim 2: batch, sequence, heads)."""
+    ndim = contract.ndim_range[0] if contract.ndim_range else 3
+    gather, scatter = contract.probe_dims(ndim)
+    shape = [2] * ndim
+    shape[gather % ndim], shape[scatter % ndim] = PROBE_SHAPE[0], 2 * world
+    rank = RankSpec(tuple(shape), splits=(2,) * world)
+    return Case(ranks=(rank,) * world, dim=gather, dtype=dtype, grad="none", backend=contract.backends[0],
+                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
+                collective=contract.collective, scatter_dim=scatter)
 
 
 def _reading(outcome: Outcome, world: int, target: str) -> str:

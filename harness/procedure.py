@@ -180,7 +180,11 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         stride_before, version_before = x.stride(), x._version
         phase = "forward"
         started = time.perf_counter()
-        y = call.invoke(target, x, case.dim, group, pass_group=case.passes_group, sizes=sizes)
+        def called_on(tensor: torch.Tensor) -> Any:
+            return call.invoke(target, tensor, case.dim, group, pass_group=case.passes_group, sizes=sizes,
+                               scatter_dim=case.scatter_dim)
+
+        y = called_on(x)
         result.timings["forward_s"] = time.perf_counter() - started
         result.input_version = (version_before, x._version)
         if request.detect:
@@ -200,10 +204,10 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         if request.repeat:
             phase = "repeat"
             companion = make_input(case, rank, device=device, companion=True)
-            second = call.invoke(target, companion, case.dim, group, pass_group=case.passes_group, sizes=sizes)
+            second = called_on(companion)
             result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
             result.output_later = _copies(reading.pieces)
-            third = call.invoke(target, x, case.dim, group, pass_group=case.passes_group, sizes=sizes)
+            third = called_on(x)
             result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
@@ -235,7 +239,8 @@ def split_sizes(case: Case, rank: int) -> dict[str, list[int]]:
     if case.collective == "reduce-scatter":
         return {"split_sizes": case.slot_sizes(rank)}
     if case.collective == "all-to-all":
-        return {"input_split_sizes": list(case.ranks[rank].splits), "output_split_sizes": case.received(rank)}
+        return {"input_split_sizes": list(case.ranks[rank].splits),
+                "output_split_sizes": [case.sent_rows(sender, rank) for sender in case.members(rank)]}
     return {}
 
 

@@ -19,6 +19,7 @@ harness's probe nor the torch version: the real view works on every backend and 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -307,3 +308,39 @@ def all_to_all(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_s
                group: ProcessGroup | None = None) -> torch.Tensor:
     """Catalogue adapter: :func:`all_to_all_ragged`."""
     return all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes, group=group)
+
+
+def relayout_ragged(x: torch.Tensor, scatter_dim: int, gather_dim: int, *,
+                    group: ProcessGroup | None = None) -> torch.Tensor:
+    """Sequence parallelism's all-to-all: ``x`` cut along ``scatter_dim`` into one piece per rank
+    (as ``torch.tensor_split`` cuts it: the first ``H % W`` ranks get one row more), piece s sent to
+    rank s, the pieces received concatenated along ``gather_dim`` in rank order.  Ranks may hold
+    different lengths along ``gather_dim`` (exchanged first); every other dim must agree.  The
+    gradient is the reverse re-layout (through :func:`all_to_all_ragged`'s).
+    """
+    if x.ndim < 2 or not (-x.ndim <= scatter_dim < x.ndim and -x.ndim <= gather_dim < x.ndim) \
+            or scatter_dim % x.ndim == gather_dim % x.ndim:
+        raise IndexError(f"scatter_dim {scatter_dim} and gather_dim {gather_dim} should be two different dims of "
+                         f"a {x.ndim}-d tensor")
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    scatter, gather = scatter_dim % x.ndim, gather_dim % x.ndim
+    lengths = _exchange_lengths(x.movedim(gather, 0), group)
+    pieces = x.tensor_split(world, dim=scatter)
+    shapes = [_with(pieces[rank].shape, gather, n) for n in lengths]  # what each rank sends this one
+    flat = torch.cat([piece.reshape(-1) for piece in pieces])
+    received = all_to_all_ragged(flat, 0, [piece.numel() for piece in pieces],
+                                 [math.prod(shape) for shape in shapes], group=group)
+    return torch.cat([part.reshape(shape) for part, shape in
+                      zip(received.split([math.prod(shape) for shape in shapes]), shapes)], dim=gather)
+
+
+def _with(shape: torch.Size, dim: int, n: int) -> list[int]:
+    """``shape`` with ``n`` along ``dim``."""
+    changed = list(shape)
+    changed[dim] = n
+    return changed
+
+
+def relayout(x: torch.Tensor, scatter_dim: int, gather_dim: int, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`relayout_ragged`."""
+    return relayout_ragged(x, scatter_dim, gather_dim, group=group)

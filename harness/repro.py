@@ -27,6 +27,7 @@ from harness import case as case_module
 from harness import checks, conventions, errors, files, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
+from harness import values as values_module
 from harness.finding import Finding
 from harness.options import DEFAULT_TIMEOUT_S
 
@@ -34,6 +35,7 @@ from harness.options import DEFAULT_TIMEOUT_S
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
     ("errors", errors),
     ("contract", contract_module),
+    ("values", values_module),
     ("case", case_module),
     ("conventions", conventions),
     ("procedure", procedure),

@@ -14,6 +14,7 @@ This module imports only the standard library.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -46,7 +47,7 @@ def locate(target: str) -> str:
     module, attr = split_target(target)
     if module.endswith(".py"):
         if not os.path.isfile(module):
-            raise TargetError(f"target file {module!r} does not exist")
+            raise TargetError(f"target file {module!r} does not exist" + _similar_file(module))
         _check_syntax(module, module)
         return f"{os.path.abspath(module)}:{attr}"
     origin = _find_module(module)
@@ -68,6 +69,16 @@ def source_file(target: str) -> str | None:
         return os.path.abspath(module)
     origin = _find_module(module)
     return os.path.abspath(origin) if origin and os.path.isfile(origin) else None
+
+
+def _similar_file(path: str) -> str:
+    """``"; did you mean 'examples/buggy.py'?"`` for a file of a close name in the same folder."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        return ""
+    names = [name for name in os.listdir(folder) if name.endswith(".py")]
+    close = difflib.get_close_matches(os.path.basename(path), names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(os.path.join(os.path.dirname(path), n)) for n in close)}?" if close else ""
 
 
 def _find_module(name: str) -> str | None:
@@ -147,12 +158,20 @@ def load(target: str, *, fresh: bool = False) -> Callable:
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise TargetError(f"target {target!r}: module {module_name!r} has no attribute {attr!r}")
+            raise TargetError(f"target {target!r}: module {module_name!r} has no attribute {attr!r}"
+                              + _did_you_mean(part, obj))
         obj = getattr(obj, part)
     if not callable(obj):
         raise TargetError(f"target {target!r}: {attr!r} is of type {type(obj).__name__}, not a callable gather")
     _CACHE[target] = obj
     return obj
+
+
+def _did_you_mean(name: str, holder: Any) -> str:
+    """``"; did you mean 'gather'?"`` when ``holder`` has callables of a close name, else ``""``."""
+    names = [key for key in dir(holder) if not key.startswith("__") and callable(getattr(holder, key, None))]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
 
 
 def _import_file(path: str) -> ModuleType:

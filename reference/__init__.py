@@ -89,7 +89,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     groups), or their ``stack`` for ``stack`` results.  A reduce-scatter: the reduction of
     every member's slot ``rank`` (rounded to the dtype: :func:`expected_reduction` has the
     bound a float sum is judged within).  An all-to-all: ``cat_dim`` of the rows each member
-    sends ``rank``, in member order.  ``companion``: of the companion inputs, the second call's.
+    sends ``rank``, in member order (a re-layout: the pieces of its scatter dim, concatenated
+    along the gather dim ``dim``).  ``companion``: of the companion inputs, the second call's.
     """
     if case.collective == "reduce-scatter":
         reduced = expected_reduction(case, rank, companion=companion)
@@ -102,7 +103,7 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
 
 def received_rows(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
     """All-to-all: the rows each member of ``rank``'s group sends it, in member order."""
-    return [make_input(case, s, companion=companion).narrow(case.dim, case.sent_offset(s, rank), rows)
+    return [make_input(case, s, companion=companion).narrow(case.split_axis, case.sent_offset(s, rank), rows)
             for s, rows in zip(case.members(rank), case.received(rank))]
 
 
@@ -146,7 +147,8 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     dim at offset ``case.offset(rank)``, or its index along the first dim of a ``stack``
     result.  ``adjoint``, the contract of a reduce-scatter and an all-to-all: the reverse
     collective of the cotangents (a gather of every member's C_r, divided by W for a mean;
-    the rows of every member's C_r that came from this rank).  Raises ValueError for
+    the rows of every member's C_r that came from this rank: for a re-layout, the reverse
+    re-layout, scattering along the gather dim and gathering along the scatter dim).  Raises ValueError for
     ``none`` (nothing to expect), a contract the collective has not, a dtype without
     gradients, a rank out of range or an idle rank.
     """
@@ -165,8 +167,8 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
         return _bounded(_parts(gathered).unsqueeze(0), len(members) if case.op == "mean" else 1, case.dtype)
     if case.collective == "all-to-all":
         returned = torch.cat([make_cotangent(case, r).narrow(case.dim, case.received_offset(r, rank),
-                                                             case.ranks[rank].splits[members.index(r)])
-                              for r in members], dim=case.dim)
+                                                             case.sent_rows(rank, r))
+                              for r in members], dim=case.split_axis)
         return _bounded(_parts(returned).unsqueeze(0), 1, case.dtype)
     senders = [rank] if contract == "local" else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.

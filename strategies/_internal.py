@@ -231,7 +231,8 @@ def ragged_shapes(
     - ``ndim`` (default ``(1, 4)``): the (low, high) range of the number of dims.
     - ``dims`` (default ``"any"``): ``"any"`` draws a dim in ``[-ndim, ndim)``; ``"0"`` always
       uses dim 0; ``"nonzero"`` draws a dim that is not the first (needs ndim >= 2), to
-      probe dim-0-only variants.
+      probe dim-0-only variants; a dim as text (``"1"``, ``"-2"``) always uses that one (a
+      re-layout's fixed gather dim; every ndim drawn must have it).
     - ``max_length`` (default 300): the longest a rank may be along the dim.
     - ``max_elements`` (default 4096): the most elements all ranks together may hold.
 
@@ -249,7 +250,12 @@ def _shape_args(
     """Checked :func:`ragged_shapes` arguments, shared with the case strategies."""
     worlds, ragged, max_length = _length_args(world_sizes, ragged, max_length)
     low, high = check_interval("ndim", ndim, at_least=1)
-    check_choice("dims", dims, _DIMS_OPTIONS)
+    if isinstance(dims, str) and dims.lstrip("-").isdigit():  # one fixed dim: a re-layout's gather dim
+        fewest = int(dims) + 1 if int(dims) >= 0 else -int(dims)
+        if low < fewest:
+            raise UsageError(f"dims={dims!r} is no dim of a {low}-d shape; pass ndim=({fewest}, {max(high, fewest)})")
+    else:
+        check_choice("dims", dims, _DIMS_OPTIONS)
     if dims == "nonzero":
         if high < 2:
             fix = f"ndim=(2, {max(high, 2)})"
@@ -262,8 +268,8 @@ def _shape_args(
 @functools.cache
 def _dims(ndim: int, dims: str) -> st.SearchStrategy[int]:
     """A gather dim for ``ndim``-d shapes, shrinking toward 0 (or 1 when 0 is excluded)."""
-    if dims == "0":
-        return st.just(0)
+    if dims == "0" or dims.lstrip("-").isdigit():
+        return st.just(int(dims))
     if dims == "any":
         return st.integers(-ndim, ndim - 1)
     # 1..ndim-1, then -1..-(ndim-1): every dim but the first, by either name.
@@ -473,7 +479,8 @@ def cases(
     """In-contract cases for a variant with ``contract``.
 
     - ``contract``: the variant's :class:`~harness.contract.Contract`; its ``world_sizes``,
-      ``ragged`` and ``dims`` shape the draws, its ``grad`` becomes ``case.grad``, its
+      ``ragged``, ``dims`` and ``ndims`` shape the draws (a re-layout's: its gather dim, and a
+      scatter dim chosen per case, :func:`as_collective`), its ``grad`` becomes ``case.grad``, its
       ``output`` becomes ``case.output`` (``auto`` reads as ``tensor``; ``stack`` also draws
       0-d inputs), and with ``groups`` every case also draws a group layout; with
       ``optional_group`` every case draws whether the target is given a group at all (then
@@ -504,8 +511,9 @@ def cases(
     low, high = contract.world_sizes
     if like is not None:
         low, min_ndim = min(max(low, like.fewest_ranks()), high), max(min_ndim, 2 if like.zero_size_dim else 1)
-    shape_args = _shape_args((low, high), ragged, (1, 1) if long_rank else (min_ndim, _NDIM[1]),
-                             contract.dims, max_length, max_elements)
+    fewest, most = contract.ndim_range or _NDIM
+    ndims = (1, 1) if long_rank else (min(max(min_ndim, fewest), most), most)
+    shape_args = _shape_args((low, high), ragged, ndims, contract.drawn_dims, max_length, max_elements)
     values = recipes_for(contract) if values is None else check_names("values", values, ALL_RECIPES)
     traits = _RANK_TRAITS if values == VALUE_RECIPES else _rank_traits(values)
     shapes = _ragged_shapes(*shape_args, traits, like)
@@ -528,9 +536,34 @@ def as_collective(case: Case, contract: Contract) -> Case:
     are a reduce-scatter's slots as they are; in an all-to-all each rank sends its length split
     over its group's members (:func:`_sends`)."""
     ranks = case.ranks
+    if contract.relayout:
+        return _relaid(case, contract)
     if contract.collective == "all-to-all":
         ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
     return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op)
+
+
+def _relaid(case: Case, contract: Contract) -> Case:
+    """A gather-shaped case as a re-layout's: its dim (where ranks differ) is the gather dim, a
+    scatter dim is chosen from rank 0's seed among the others (:meth:`Contract.scatter_dims`), and
+    every member of a group sends each member a piece of it as ``torch.tensor_split`` cuts it
+    (the first ``H % G`` members one row more); equal-only, its length H is rounded up to a multiple
+    of every group's size.  Derived, not drawn, as :func:`_sends` is."""
+    choices = contract.scatter_dims(case.ndim, case.dim)
+    scatter = choices[random.Random(f"{case.ranks[0].seed}:scatter").randrange(len(choices))]
+    axis = scatter % case.ndim
+    height = case.ranks[0].shape[axis]
+    if not contract.ragged_cases:
+        every = math.lcm(*(len(group) for group in case.layout()))
+        height = -(-height // every) * every
+    ranks = []
+    for r, spec in enumerate(case.ranks):
+        shape = list(spec.shape)
+        shape[axis] = height
+        g = len(case.members(r))
+        splits = tuple(height // g + (k < height % g) for k in range(g)) if g else ()
+        ranks.append(dataclasses.replace(spec, shape=tuple(shape), splits=splits))
+    return dataclasses.replace(case, ranks=tuple(ranks), collective=contract.collective, scatter_dim=scatter)
 
 
 def _sends(case: Case, rank: int, ragged: bool) -> RankSpec:
@@ -753,7 +786,7 @@ def _misuse_probe(
     kind: str, contract: Contract, supported: tuple[str, ...], max_length: int, max_elements: int
 ) -> tuple[st.SearchStrategy[tuple[RaggedShapes, tuple[RankTraits, ...]]], tuple[str, ...]]:
     """Shapes (with rank traits) and dtype names for a ``kind`` probe: out of the contract in that way only."""
-    ragged, dims, names = contract.ragged, contract.dims, _in_contract_dtypes(contract, supported)
+    ragged, dims, names = contract.ragged, contract.drawn_dims, _in_contract_dtypes(contract, supported)
     low, high = contract.world_sizes
     if kind == "ragged":
         ragged, low = True, max(low, 2)
@@ -761,7 +794,10 @@ def _misuse_probe(
         dims = "nonzero"
     else:
         names = _out_of_contract_dtypes(contract)
-    shapes = _ragged_shapes(*_shape_args((low, high), ragged, _NDIM, dims, max_length, max_elements), _RANK_TRAITS)
+    ndims = contract.ndim_range or _NDIM
+    if dims == "nonzero":
+        ndims = (max(ndims[0], 2), max(ndims[1], 2))
+    shapes = _ragged_shapes(*_shape_args((low, high), ragged, ndims, dims, max_length, max_elements), _RANK_TRAITS)
     if kind == "ragged":
         shapes = shapes.filter(lambda drawn: _has_unequal_lengths(drawn[0]))
     return shapes, names

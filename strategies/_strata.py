@@ -197,6 +197,8 @@ def _built(contract: Contract, row: dict[str, str], rng: random.Random, backend:
     kind = row.get("dim kind", "0")
     dim = 0 if kind == "0" or ndim == 1 and kind == "positive" else (
         rng.randrange(1, ndim) if kind == "positive" else -rng.randrange(1, ndim + 1))
+    if contract.drawn_dims.lstrip("-").isdigit():  # one dim, the contract's (a re-layout's gather dim)
+        dim = int(contract.drawn_dims)
     grad = contract.grad if dtype in DIFFERENTIABLE_DTYPES else "none"
     seed = rng.randrange(2**32)
     layouts = _per_rank(row.get("layout", "contiguous"), LAYOUTS, world, ndim, rng, active)

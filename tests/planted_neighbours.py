@@ -11,6 +11,7 @@ passes (DGL's ``alltoallv``), each correct one with a planted twin, or the refus
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -131,11 +132,13 @@ def a2a_lists_reversed(input_list: list[torch.Tensor], output_split_sizes: list[
     return list(reversed(a2a_lists(input_list, output_split_sizes, dim, group)))
 
 
-__all__ = ["AllToAllGroupFirst", "AllToAllGroupFirstLocalGrad", "SeqAllToAll", "a2a_dtype_hole", "a2a_forward_grad",
-           "a2a_half_bound", "a2a_lists", "a2a_lists_reversed", "a2a_reversed_sources", "a2a_transposed_splits",
-           "a2a_two_dims", "a2a_with_handle", "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped",
-           "rs_dtype_hole", "rs_equal_only", "rs_in_place", "rs_list", "rs_list_own_piece", "rs_local_grad",
-           "rs_with_handle", "rs_wrong_slot"]
+__all__ = ["AllToAllGroupFirst", "AllToAllGroupFirstLocalGrad", "SeqAllToAll", "SeqAllToAllUnswappedGrad",
+           "a2a_dtype_hole", "a2a_forward_grad", "a2a_half_bound", "a2a_lists", "a2a_lists_reversed",
+           "a2a_reversed_sources", "a2a_transposed_splits", "a2a_two_dims", "a2a_with_handle",
+           "a2a_with_handle_reversed", "alltoallv", "alltoallv_own_flipped", "relayout_by_reshape",
+           "relayout_fixed_dims", "rs_dtype_hole",
+           "rs_equal_only", "rs_in_place", "rs_list", "rs_list_own_piece", "rs_local_grad", "rs_with_handle",
+           "rs_wrong_slot"]
 
 
 def rs_equal_only(x: torch.Tensor, dim: int, group: Any = None) -> torch.Tensor:
@@ -187,8 +190,8 @@ def _seq_all_to_all(x: torch.Tensor, scatter_idx: int, gather_idx: int, group: A
 
 class SeqAllToAll(torch.autograd.Function):
     """Correct, as DeepSpeed-Ulysses' ``_SeqAllToAll`` is written: the group first, then the
-    input, ``scatter_idx`` and ``gather_idx``; the backward is the reverse re-layout.  A
-    re-layout of two dims: refused (exit 2) naming ``gather_idx``."""
+    input, ``scatter_idx`` and ``gather_idx``; the backward is the reverse re-layout.  Equal
+    pieces only (heads divisible by W, one sequence length)."""
 
     @staticmethod
     def forward(ctx: Any, group: Any, input: torch.Tensor, scatter_idx: int, gather_idx: int) -> torch.Tensor:
@@ -198,6 +201,39 @@ class SeqAllToAll(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None, None]:
         return None, SeqAllToAll.apply(ctx.group, grad, ctx.gather_idx, ctx.scatter_idx), None, None
+
+
+class SeqAllToAllUnswappedGrad(SeqAllToAll):
+    """``SeqAllToAll`` whose backward makes the forward's re-layout again instead of the reverse one
+    (dims not swapped): right at W=1, where a re-layout moves nothing; at W=2 the gradient has the
+    wrong shape."""
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, None, None]:
+        return None, _seq_all_to_all(grad, ctx.scatter_idx, ctx.gather_idx, ctx.group), None, None
+
+
+def relayout_by_reshape(x: torch.Tensor, scatter_idx: int, gather_idx: int, group: Any = None) -> torch.Tensor:
+    """A re-layout by reshapes, as DeepSpeed-Ulysses' first ``single_all_to_all`` (scatter dim >= 1):
+    the dims before the scatter dim flattened into one, the pieces received reshaped into the gather
+    dim.  Right where every dim before the gather dim has size 1 (a batch of one, or the gather dim
+    first as in (s, b, h, d)); with a batch of two before the sequence, batch and sequence mix."""
+    world = dist.get_world_size(group)
+    shape = list(x.shape)
+    scatter = scatter_idx % x.ndim
+    shape[scatter] //= world
+    leading = math.prod(shape[:scatter])  # written out, not -1: an empty input reshapes too
+    send = x.reshape([leading, world, shape[scatter], *shape[scatter + 1:]]).transpose(0, 1).contiguous()
+    received = torch.empty_like(send)
+    dist.all_to_all_single(received, send, group=group)
+    shape[gather_idx % x.ndim] *= world
+    return received.reshape(shape)
+
+
+def relayout_fixed_dims(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Correct, its dims fixed in its code as many Ulysses layers' are: (batch, sequence, heads, ...)
+    heads scattered, sequence gathered; checked with --scatter-dim 2 --gather-dim 1."""
+    return _seq_all_to_all(x, 2, 1, group)
 
 
 class AllToAllGroupFirst(torch.autograd.Function):
@@ -227,7 +263,7 @@ class AllToAllGroupFirstLocalGrad(torch.autograd.Function):
 
 def a2a_two_dims(input_: torch.Tensor, process_group: Any = None, scatter_dim: int = 2,
                  gather_dim: int = 1) -> torch.Tensor:
-    """ColossalAI's ``all_to_all_comm`` signature: a re-layout, refused (exit 2) naming ``gather_dim``."""
+    """ColossalAI's ``all_to_all_comm`` signature: a re-layout, both dims bound by name."""
     return _seq_all_to_all(input_, scatter_dim, gather_dim, process_group)
 
 

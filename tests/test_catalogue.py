@@ -107,7 +107,7 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                                     "from_local(shape=) only handles torch.chunk layouts (pytorch#144109)"),
     "funcol_all_gather_into_tensor_coalesced": (("values",), is_complex,
                                                 "gloo raises 'Invalid scalar type' for complex (docs/findings)"),
-    # the neighbours (measured by `report` on torch 2.13; see the README's reduce-scatter and all-to-all tables)
+    # the neighbours (measured by `report` on torch 2.13; see the reduce-scatter and all-to-all tables of docs/report.md)
     **{name: (("values",), input_layouts_differ,
               "c10d reduce-scatter on gloo pairs elements by storage order: a rank whose input is laid out "
               "differently sums the wrong elements (the pytorch#192920 family; docs/findings)")
@@ -133,6 +133,10 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                           "gloo's alltoall (list form) takes equal sizes only: ragged splits raise 'invalid "
                           "tensor size'; on a subgroup the forward raises 'Global rank 0 is not part of group' "
                           "(pytorch#130515)"),
+    # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
+    "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
+                              "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "
+                              "world between sequence and batch: wrong gradients for a batch of two or more"),
 }
 #: Variants whose flaws show only intermittently: every finding must be one of the known ones.
 INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {
@@ -181,7 +185,7 @@ DTENSOR_ROWS = ("dtensor_redistribute", "dtensor_redistribute_uneven", "dtensor_
                 "dtensor_full_tensor_sum_grad", "dtensor_mesh2d")
 OLD_FUNCOL_ROWS = ("funcol_all_gather_tensor", "funcol_all_gather_tensor_autograd",
                    "funcol_all_gather_into_tensor_coalesced")
-#: Measured on every minor release from 2.4 to 2.15 (README, "Supported torch versions"); each range is
+#: Measured on every minor release from 2.4 to 2.15 (docs/torch-versions.md); each range is
 #: where the standalone script named reproduces.
 ON_OTHER_RELEASES: list[Difference] = [
     Difference(("lucidrains_all_reduce",), (2, 4), (2, 9), says("resulted in a negative output size"),

@@ -66,6 +66,13 @@ BROKEN = "def gather(x, dim):\n    return x +\n"
 BAD_INPUTS = [
     pytest.param(["missing.py:gather"], "does not exist", id="missing file"),
     pytest.param(["{d}/gathers.py:nope"], "no attribute 'nope'", id="missing attribute"),
+    pytest.param(["{d}/gathers.py:corect"], "no attribute 'corect'; did you mean 'correct'?", id="attribute typo"),
+    pytest.param(["{d}/gather.py:correct"], "does not exist; did you mean '{d}/gathers.py'?", id="file name typo"),
+    pytest.param(["{d}/gathers.py:correct", "--scatter-dim", "2"], "a re-layout (scatter one dim, gather along "
+                 "another) is an all-to-all; gather takes one dim", id="re-layout flags on a gather"),
+    pytest.param(["{d}/gathers.py:correct", "--collective", "all-to-all", "--gather-dim", "9"],
+                 "--gather-dim: expected any or a dim", id="gather dim 9"),
+    pytest.param(["{d}/gathers.py:correct", "--ndims", "0-3"], "--ndims: need 1 <= A <= B <= 4", id="ndims 0-3"),
     pytest.param(["{d}/constant.py:gather"], "not a callable", id="not callable"),
     pytest.param(["{d}/raises.py:gather"], "RuntimeError: boom on import ({d}/raises.py:1)", id="raises on import"),
     pytest.param(["{d}/uses_broken.py:gather"], "raised SyntaxError: invalid syntax (broken_helper.py:2: return x +)",

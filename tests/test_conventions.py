@@ -441,3 +441,17 @@ def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
     assert "NameError: name 'undefined_helper' is not defined" in out
     assert "case: W=2 gloo/cpu float32 dim=0 grad=none | r0 (0,) iota | r1 (0,) iota" in out, out
     assert "found first by the calling-convention probe's own case" in out
+
+
+def test_a_method_named_through_its_class_is_refused_with_a_wrapper_that_does_not_call_itself() -> None:
+    """``module:Class.gather`` has no instance: exit 2 saying so, and the wrapper offered is named
+    apart from the target (never ``def gather(x, dim): return gather(x, ...)``)."""
+    from harness.conventions import plan_call
+    from harness.errors import Misfit
+
+    class Gatherer:
+        def gather(self, x, dim): ...
+
+    with pytest.raises(Misfit, match=r"is a method .* def checked_gather\(x, dim\): return MyClass\(\.\.\.\)\.gather"):
+        plan_call(Gatherer.gather)
+    assert plan_call(Gatherer().gather).describe() == "gather(x, dim)"

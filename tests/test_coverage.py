@@ -202,6 +202,8 @@ def test_never_reached_names_the_cells_and_values_the_space_allows() -> None:
     assert words(lines[6:]).startswith("pairs of path axes: ")
     assert "missing (" in lines[6] and lines[7].endswith("…")
     assert never.startswith("never reached (") and "W=1 bfloat16; W=2 float32" in never and "dim=-2" in never
+    # counted as the line above counts: cells apart from axis values (2 of 4 cells reached: 2 cells missing)
+    assert never.startswith("never reached (2 cells, ") and " axis values): " in never
 
 
 def test_the_summary_marks_failing_cells_folds_rows_never_reached_and_cuts_the_never_line() -> None:

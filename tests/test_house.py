@@ -36,12 +36,12 @@ PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference
 #: case model, the helpers the controller has it run, the catalogue's targets).  Every other
 #: module is the controller's, and no module here may import one, directly or through others.
 RANK_SIDE = frozenset({
-    "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.conventions",
+    "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.values", "harness.conventions",
     "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
     "harness.variants.lucidrains", "harness.variants.neighbours", "harness.variants.padded",
-    "harness.variants.plain",
+    "harness.variants.plain", "harness.variants.relayouts",
     "harness.variants.torch_paths",
 })
 #: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the

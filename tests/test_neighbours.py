@@ -260,10 +260,10 @@ def test_a_second_dim_parameter_is_refused_naming_it() -> None:
     def gather_with_scatter_dim(x, dim, scatter_dim=0): ...
 
     with pytest.raises(Misfit, match=r"takes two dims, 'scatter_dim' and 'gather_dim': a re-layout .* so 'gather_dim' "
-                                     r"cannot be supplied"):
-        plan_call(all_to_all_comm, roles=ROLES["all-to-all"])
-    fixed = plan_call(all_to_all_comm, roles=ROLES["all-to-all"], kwargs=(("gather_dim", "0"),))
-    assert fixed.describe() == "all_to_all_comm(x, process_group=group, scatter_dim=dim, gather_dim=0)"
+                                     r"cannot be supplied.* check it with --collective all-to-all"):
+        plan_call(all_to_all_comm, roles=ROLES["reduce-scatter"])
+    with pytest.raises(Misfit, match=r"--kwarg gather_dim: the harness passes 'gather_dim' itself .* --gather-dim N"):
+        plan_call(all_to_all_comm, roles=ROLES["all-to-all"], kwargs=(("gather_dim", "0"),))
     with pytest.raises(Misfit, match=r"'seq_dim' names a dim the harness cannot supply \(it binds the case's dim to "
                                      r"'scatter_dim'\): seq_dim, left at its default 1,"):
         plan_call(seq_heads, roles=ROLES["all-to-all"])
@@ -340,17 +340,19 @@ def test_a_planted_bug_in_a_form_as_written_is_found_and_shrunk(pool, name: str,
     assert findings[prop].case.world_size == world, findings[prop].case.describe()
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("a2a_half_bound", "'seq_dim' names a dim the harness cannot supply"),
-    ("a2a_two_dims", "takes two dims, 'scatter_dim' and 'gather_dim': a re-layout"),  # ColossalAI's signature
-    ("SeqAllToAll", "takes two dims, 'scatter_idx' and 'gather_idx': a re-layout"),  # DeepSpeed-Ulysses'
+@pytest.mark.parametrize(("name", "flags", "message"), [
+    ("a2a_half_bound", [], "'seq_dim' names a dim the harness cannot supply"),
+    # a re-layout binds both dims or neither: one dim bound leaves the other to a guess
+    ("AllToAllGroupFirst", ["--gather-dim", "1"], "takes one dim, 'dim', and --scatter-dim/--gather-dim say a re-layout"),
+    ("relayout_fixed_dims", ["--gather-dim", "any"], "takes no dim, so a re-layout's dims cannot be drawn: give "
+     "the two its code fixes, --scatter-dim N --gather-dim M"),
 ])
 def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.CaptureFixture[str], name: str,
-                                                          message: str) -> None:
+                                                          flags: list[str], message: str) -> None:
     from harness import cli
 
     status = cli.main(["check", f"tests.planted_neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
-                       "--world-sizes", "1-2"])
+                       "--world-sizes", "1-2", *flags])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and message in err, err
 
@@ -378,3 +380,177 @@ def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adj
     assert any("differentiable (an autograd.Function) but --grad none checks no gradient: add --grad adjoint" in note
                for note in notes), notes
     assert not any("--grad sum" in note for note in notes), notes
+
+
+# -- the re-layout all-to-all (sequence parallelism: heads for sequence) ----------------------------
+
+RELAYOUT = {**A2A, "scatter_dim": "any", "gather_dim": "any"}
+
+
+def relayout_case(lengths: tuple[int, ...] = (2, 3), heads: int = 3) -> Case:
+    """(batch 2, a sequence of ``lengths[r]`` on rank r, ``heads``): heads scattered as tensor_split cuts them."""
+    world = len(lengths)
+    splits = tuple(heads // world + (k < heads % world) for k in range(world))
+    return Case(ranks=tuple(RankSpec((2, n, heads), values="iota", splits=splits) for n in lengths), dim=1,
+                scatter_dim=-1, dtype="float64", grad="adjoint", collective="all-to-all")
+
+
+def test_a_relayout_rank_gets_its_heads_of_every_ranks_sequence() -> None:
+    case = relayout_case()
+    inputs = [make_input(case, r) for r in range(2)]
+    assert case.describe().startswith("all-to-all W=2 gloo/cpu float64 scatter_dim=-1 gather_dim=1 grad=adjoint")
+    assert case.output_shape(0) == (2, 5, 2) and case.output_shape(1) == (2, 5, 1)
+    assert torch.equal(expected_output(case, 0), torch.cat([x[..., :2] for x in inputs], dim=1))
+    assert torch.equal(expected_output(case, 1), torch.cat([x[..., 2:] for x in inputs], dim=1))
+    assert Case.from_json(case.to_json()) == case and "scatter_dim" not in a2a_case(((1, 1), (1, 1))).to_dict()
+
+
+def test_the_relayout_adjoint_is_the_reverse_relayout() -> None:
+    """Checked against autograd through a one-process model of the exchange."""
+    case = relayout_case((1, 4), heads=5)
+    xs = [make_input(case, r, requires_grad=True) for r in range(2)]
+    total = sum((torch.cat([x.tensor_split(2, dim=-1)[r] for x in xs], dim=1) * make_cotangent(case, r)).sum()
+                for r in range(2))
+    for r, grad in enumerate(torch.autograd.grad(total, xs)):
+        assert torch.equal(grad, expected_grad(case, r, "adjoint").exact)
+
+
+def test_a_relayout_case_keeps_its_pieces_when_a_rank_leaves() -> None:
+    smaller = relayout_case((2, 3, 1), heads=4).without(1)
+    assert smaller is not None and [spec.splits for spec in smaller.ranks] == [(2, 1), (2, 1)]
+    assert [spec.shape for spec in smaller.ranks] == [(2, 2, 3), (2, 1, 3)]
+    with pytest.raises(ValueError, match="every member of a group sends each the same pieces"):
+        replace(smaller, ranks=(smaller.ranks[0], replace(smaller.ranks[1], splits=(1, 2))))
+    with pytest.raises(ValueError, match="other than dim=1"):
+        replace(smaller, scatter_dim=1)
+
+
+def test_relayout_cases_are_3_or_4_d_with_two_different_dims_heads_cut_evenly_when_equal_only() -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    from harness import strategies
+
+    seen: set[tuple[int, int, int]] = set()
+
+    @settings(max_examples=200, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(strategies.cases(contract=Contract(**RELAYOUT, ragged=False, grad="adjoint")))
+    def draw(case: Case) -> None:
+        assert case.relayout and case.ndim in (3, 4) and case.split_axis != case.dim % case.ndim
+        assert len({case.lengths[m] for m in case.members(0)}) <= 1  # equal sequence lengths
+        assert all(len(set(spec.splits)) <= 1 for spec in case.ranks)  # heads divisible by W
+        seen.add((case.ndim, case.dim, case.scatter_dim or 0))
+
+    draw()
+    assert {ndim for ndim, _, _ in seen} == {3, 4}
+    assert any(dim < 0 for _, dim, _ in seen) and any(scatter < 0 for _, _, scatter in seen), seen
+
+
+def test_the_relayout_flags_are_checked_against_the_contract() -> None:
+    with pytest.raises(UsageError, match="a re-layout .* is an all-to-all"):
+        Contract(scatter_dim="2", gather_dim="1")
+    with pytest.raises(UsageError, match="no input of 3-3 dims has them as two different dims"):
+        Contract(**A2A, scatter_dim="1", gather_dim="-2", ndims=(3, 3))
+    with pytest.raises(UsageError, match="--gather-dim: expected any or a dim"):
+        Contract(**A2A, gather_dim="7")
+    assert Contract(**A2A, scatter_dim="2", gather_dim="0").ndim_range == (3, 4)
+    assert Contract(**A2A, scatter_dim="-1", gather_dim="0", ndims=(2, 4)).ndim_range == (2, 4)
+    assert Contract(**A2A, scatter_dim="-1", gather_dim="1", ndims=(2, 4)).ndim_range == (3, 4)  # 2-d: one dim
+
+
+def test_both_dims_of_a_relayout_are_bound_by_name() -> None:
+    from tests.planted_neighbours import SeqAllToAll, a2a_two_dims
+
+    ulysses = plan_call(SeqAllToAll, roles=ROLES["all-to-all"])
+    assert ulysses.takes_scatter_dim and ulysses.describe() == "SeqAllToAll.apply(group, x, scatter_dim, gather_dim)"
+    colossal = plan_call(a2a_two_dims, roles=ROLES["all-to-all"])
+    assert colossal.describe() == "a2a_two_dims(x, process_group=group, scatter_dim=scatter_dim, gather_dim=gather_dim)"
+    seen = colossal.invoke(lambda x, process_group=None, scatter_dim=9, gather_dim=9: (scatter_dim, gather_dim),
+                           torch.zeros(2, 2, 2), 1, "the group", pass_group=True, scatter_dim=-1)
+    assert seen == (-1, 1)
+    with pytest.raises(Misfit, match="'seq_dim' names a dim"):
+        plan_call(lambda x, scatter_dim, seq_dim: x, roles=ROLES["all-to-all"])
+
+
+@pytest.mark.parametrize(("target", "contract"), [
+    ("harness.ragged:relayout", {**RELAYOUT, "grad": "adjoint", "groups": True}),
+    ("tests.planted_neighbours:SeqAllToAll", {**RELAYOUT, "ragged": False, "grad": "adjoint"}),
+    ("tests.planted_neighbours:relayout_fixed_dims", {**A2A, "ragged": False, "scatter_dim": "2", "gather_dim": "1"}),
+], ids=["ours", "SeqAllToAll", "fixed-dims"])
+def test_a_correct_relayout_passes(pool, target: str, contract: dict) -> None:
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.examples >= BUDGET
+
+
+def test_a_relayout_whose_backward_repeats_the_forward_is_found_at_two_ranks(pool) -> None:
+    """The Ulysses backward that does not swap the dims back: right at W=1, where nothing moves."""
+    findings = search(pool, "SeqAllToAllUnswappedGrad", **A2A, ragged=False, grad="adjoint")
+    assert "gradients" in findings, sorted(findings)
+    assert findings["gradients"].case.world_size == 2 and findings["gradients"].case.relayout
+
+
+def test_a_relayout_by_reshape_mixes_batch_and_sequence_and_is_found_with_a_batch_of_two(pool) -> None:
+    findings = search(pool, "relayout_by_reshape", **A2A, ragged=False, scatter_dim="2", gather_dim="1", ndims=(4, 4))
+    case = findings["values"].case
+    assert case.world_size == 2 and case.ranks[0].shape[0] == 2, case.describe()
+
+
+class _DeepSpeedNewer(torch.autograd.Function):
+    """DeepSpeed's later ``_SeqAllToAll`` signature (``batch_dim_idx`` and stream/handle parameters)."""
+
+    @staticmethod
+    def forward(ctx, group, input, scatter_idx, gather_idx, batch_dim_idx, stream=None, handle=None, type=None,
+                is_fwd=True): ...
+
+
+class _Yunchang(torch.autograd.Function):
+    """yunchang's ``SeqAllToAll4D`` signature with its ``use_sync`` flag."""
+
+    @staticmethod
+    def forward(ctx, group, input, scatter_idx, gather_idx, use_sync=False): ...
+
+
+def test_the_seven_published_signatures_are_called_as_written() -> None:
+    """The issue's seven forms, by signature: each is planned without a wrapper; the two with
+    DeepSpeed's ``batch_dim_idx`` (where the batch dim sits, which no case varies) take it as a
+    fixed argument, and are refused without it, naming it."""
+    from harness.variants.relayouts import DeepSpeedSeqAllToAll, colossalai_all_to_all
+
+    def single_all_to_all(input, scatter_idx, gather_idx, group): ...  # DeepSpeed, before batch_dim_idx
+    def single_all_to_all_newer(input, scatter_idx, gather_idx, batch_dim_idx, group, async_op=False, handle=None,
+                                type=None): ...
+    def all_to_all(x, output_split_sizes, input_split_sizes, group, async_op=False): ...  # megablocks
+    from tests.planted_neighbours import alltoallv  # DGL's
+
+    roles = ROLES["all-to-all"]
+    as_written = {
+        "DeepSpeed _SeqAllToAll": plan_call(DeepSpeedSeqAllToAll, roles=roles),
+        "DeepSpeed _SeqAllToAll (batch_dim_idx)": plan_call(_DeepSpeedNewer, roles=roles,
+                                                            kwargs=(("batch_dim_idx", "0"),)),
+        "DeepSpeed single_all_to_all": plan_call(single_all_to_all, roles=roles),
+        "DeepSpeed single_all_to_all (batch_dim_idx)": plan_call(single_all_to_all_newer, roles=roles,
+                                                                 kwargs=(("batch_dim_idx", "0"),)),
+        "yunchang SeqAllToAll4D": plan_call(_Yunchang, roles=roles),
+        "ColossalAI all_to_all_comm": plan_call(colossalai_all_to_all, roles=roles),
+        "megablocks all_to_all": plan_call(all_to_all, roles=roles),
+        "DGL alltoallv": plan_call(alltoallv, roles=roles),
+    }
+    relayouts = [name for name, call in as_written.items() if call.takes_scatter_dim]
+    assert len(relayouts) == 6 and "yunchang SeqAllToAll4D" in relayouts
+    assert as_written["yunchang SeqAllToAll4D"].describe() == "_Yunchang.apply(group, x, scatter_dim, gather_dim)"
+    assert as_written["DeepSpeed single_all_to_all (batch_dim_idx)"].describe() == (
+        "single_all_to_all_newer(x, scatter_idx=scatter_dim, gather_idx=gather_dim, batch_dim_idx=0, group=group)")
+    with pytest.raises(Misfit, match="needs 'batch_dim_idx'"):
+        plan_call(_DeepSpeedNewer, roles=roles)
+
+
+def test_a_dtype_not_drawn_is_explained_in_the_words_of_the_collective_checked() -> None:
+    from harness.capabilities import Capabilities
+
+    caps = Capabilities("gloo", "cpu", "2.13", {("int16", "all_gather"): "no", ("int16", "all_to_all_single"): "no",
+                                                ("bool", "all_gather"): "no", ("bool", "reduce_scatter_tensor"): "ok"})
+    assert caps.refusal(("int16",)) == "gloo cannot all_gather it"
+    assert caps.refusal(("int16",), "all-to-all") == ("gloo cannot all_gather it nor all_to_all_single it, so no "
+                                                      "all-to-all of it is checked")
+    assert caps.refusal(("int16", "bool"), "reduce-scatter") == ("gloo cannot all_gather them, so no reduce-scatter "
+                                                                 "of them is checked")

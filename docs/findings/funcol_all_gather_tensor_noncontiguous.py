@@ -1,5 +1,5 @@
-"""Finding (torch 2.4 to 2.11; fixed in 2.12, measured on every release to 2.15, README "Supported
-torch versions"): the functional all_gather, `_functional_collectives.all_gather_tensor(x, 0, group)`
+"""Finding (torch 2.4 to 2.11; fixed in 2.12, measured on every release to 2.15,
+docs/torch-versions.md): the functional all_gather, `_functional_collectives.all_gather_tensor(x, 0, group)`
 and `all_gather_tensor_autograd`, rejects a non-contiguous input ("AssertionError" / "Tensor must be
 contiguous for all_gather_tensor" / "Expected input.is_contiguous() to be true"), and
 `all_gather_tensor_autograd`'s backward rejects a non-contiguous cotangent the same way.

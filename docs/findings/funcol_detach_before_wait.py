@@ -1,5 +1,5 @@
-"""Finding (torch 2.4 to 2.10; fixed in 2.11, measured on every release to 2.15, README "Supported
-torch versions"): the functional all_gather's result, taken with `.detach()` before anything waited on
+"""Finding (torch 2.4 to 2.10; fixed in 2.11, measured on every release to 2.15,
+docs/torch-versions.md): the functional all_gather's result, taken with `.detach()` before anything waited on
 it, raises "A view was created in no_grad mode and is being modified inplace with grad mode enabled"
 when the input requires grad, in some calls and not others (gloo, real dtypes, any world size).
 

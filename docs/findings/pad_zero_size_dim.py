@@ -1,5 +1,5 @@
-"""Finding (torch 2.4 to 2.9; fixed in 2.10, measured on every release to 2.15, README "Supported torch
-versions"): `F.pad` in constant mode raises "The input size 0, plus negative padding 0 and 0 resulted
+"""Finding (torch 2.4 to 2.9; fixed in 2.10, measured on every release to 2.15,
+docs/torch-versions.md): `F.pad` in constant mode raises "The input size 0, plus negative padding 0 and 0 resulted
 in a negative output size" for a tensor with a zero-size dimension that gets no padding, while another
 dimension is padded.
 

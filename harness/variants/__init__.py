@@ -68,8 +68,8 @@ class Need:
     """Names of ``module`` a variant calls that not every supported torch release has.
 
     ``since`` is the first torch minor release that has every one of them, measured by
-    looking them up on each release from the floor (torch 2.4) to the newest (README,
-    "Supported torch versions").  Whether they are there is asked of the installed torch
+    looking them up on each release from the floor (torch 2.4) to the newest
+    (docs/torch-versions.md).  Whether they are there is asked of the installed torch
     itself (an import of a torch module, never of variant code), so a backport or a
     removal is seen as it is; ``since`` only words the message.
     """
@@ -173,6 +173,13 @@ def _reduce_scatter(ragged: bool, dims: str, grad: str, op: str = "sum") -> Cont
 
 def _all_to_all(ragged: bool, dims: str, grad: str) -> Contract:
     return _claim(ragged=ragged, dims=dims, grad=grad, collective="all-to-all")
+
+
+def _relayout(ragged: bool, scatter_dim: str, gather_dim: str, grad: str,
+              ndims: tuple[int, int] | None = None) -> Contract:
+    """A re-layout all-to-all's claim: its dims (``any``: drawn) and the dims of its inputs."""
+    return _all_to_all(ragged=ragged, dims="any", grad=grad).with_(scatter_dim=scatter_dim, gather_dim=gather_dim,
+                                                                   ndims=ndims)
 
 
 CATALOGUE: tuple[VariantSpec, ...] = (
@@ -570,6 +577,30 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "harness.variants.neighbours:fairseq_all_to_all",
         _all_to_all(ragged=False, dims="0", grad="adjoint"),
         "fairseq MoE `_AllToAll` (`fairseq/modules/moe/moe_layer.py`): equal chunks along dim 0. Adapter: group first, as DeepSpeed's.",
+    ),
+    VariantSpec(
+        "a2a_ours_relayout",
+        "harness.ragged:relayout",
+        _relayout(ragged=True, scatter_dim="any", gather_dim="any", grad="adjoint"),
+        "`harness.ragged.relayout_ragged(x, scatter_dim, gather_dim, group=)`: sequence parallelism's re-layout, any two dims, uneven heads (as `tensor_split` cuts them) and sequence lengths.",
+    ),
+    VariantSpec(
+        "a2a_deepspeed_ulysses",
+        "harness.variants.relayouts:DeepSpeedSeqAllToAll",
+        _relayout(ragged=False, scatter_dim="2", gather_dim="0", grad="adjoint", ndims=(4, 4)),
+        "DeepSpeed-Ulysses `_SeqAllToAll.apply(group, input, scatter_idx, gather_idx)` (`deepspeed/sequence/layer.py`, before `batch_dim_idx`): heads for sequence on (s, b, h, d), as `DistributedAttention` calls it; the backward swaps the dims.",
+    ),
+    VariantSpec(
+        "a2a_yunchang_ulysses",
+        "harness.variants.relayouts:YunchangSeqAllToAll4D",
+        _relayout(ragged=False, scatter_dim="2", gather_dim="1", grad="adjoint", ndims=(4, 4)),
+        "yunchang `SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)` (`yunchang/comm/all_to_all.py`): heads for sequence on (b, s, h, d), 4-d only.",
+    ),
+    VariantSpec(
+        "a2a_colossalai_relayout",
+        "harness.variants.relayouts:colossalai_all_to_all",
+        _relayout(ragged=False, scatter_dim="any", gather_dim="any", grad="adjoint"),
+        "ColossalAI `all_to_all_comm(input_, process_group, scatter_dim, gather_dim)` (`colossalai/shardformer/layer/_operation.py`): `tensor_split`, list `all_to_all`, `cat`; any two dims.",
     ),
 )
 
