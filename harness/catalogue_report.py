@@ -14,9 +14,10 @@ example database, shrinking is bounded by counts (:data:`SHRINK_FAULT_STEPS`,
 :data:`MAX_SHRINK_STEPS`), never by seconds, only findings that fail on every replay enter it,
 and a variant with a known torch race (``VariantSpec.race``) does not draw the racy part of its
 contract and says so the same way every run; so the same versions print the same table on every
-run, on a quiet machine or a loaded one.  Two variants run at a time (:func:`check_all`): this
+run, on a quiet machine or a loaded one.  Two variants can run at a time (:func:`check_all`): this
 process checks one share on its pool, a worker process the other on its own, on a plan made from
-the specs alone (:func:`plan`), and the table is printed in catalogue order.  The text fits
+the specs alone (:func:`plan`), and the table is printed in catalogue order; on a machine with
+cores for them only (:func:`default_jobs`: one at a time on two cores).  The text fits
 :data:`WIDTH` columns (:func:`text_report`).
 
 A variant whose torch path the installed release lacks (``VariantSpec.needs``, e.g. the public
@@ -28,8 +29,8 @@ exit status 0 when every available variant's verdict was obtained, 3 when some v
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
 Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant.  What the whole catalogue costs
-is in docs/report.md: about 250 CPU-seconds in all (torch 2.13, gloo), shared by the
-two workers.  Misuse probes are off by default: equal-only variants given ragged input hang by
+is in docs/report.md: about 235 CPU-seconds (torch 2.13, gloo), 204 s on the quiet
+2-core box.  Misuse probes are off by default: equal-only variants given ragged input hang by
 design, and every hanging example costs the full timeout.
 """
 
@@ -78,9 +79,23 @@ HEADER = ("variant", "claimed", "verdict", "failing", "minimal counterexample", 
 TEXT_HEADER = {"minimal counterexample": "minimal case"}
 #: The text output fits this many columns: long cells are folded at spaces, minimal cases moved to notes.
 WIDTH = 120
-#: Variants checked at once, each by its own process with its own rank pool: the same on every
-#: machine, so that every variant runs after the same others wherever the report runs.
-JOBS = 2
+#: The environment variable that sets how many variants run at once (default :func:`default_jobs`).
+JOBS_ENV = "GATHER_HARNESS_REPORT_JOBS"
+
+
+def default_jobs() -> int:
+    """Variants checked at once (``$GATHER_HARNESS_REPORT_JOBS``, else one per two cores, at most two).
+
+    One check already keeps about 1.3 cores busy (its ranks, its controller, rank sets replaced
+    after faults), and its collectives wait on every rank being scheduled: on the 2-core box two
+    at once made the whole report slower (220 s against 204 s one at a time, both quiet; 294
+    CPU-seconds against 234), so a second worker starts only where it has cores of its own.
+    The table does not depend on it (the same bytes with one worker and with two).
+    """
+    text = os.environ.get(JOBS_ENV, "")
+    if text.strip().isdigit() and int(text) > 0:
+        return int(text)
+    return max(1, min(2, (os.cpu_count() or 1) // 2))
 #: What a variant costs, in seconds on the 2-core box with both workers busy (measured with
 #: ``report --json``): the plan that shares the variants between the workers is made from these,
 #: longest first, so that it is the same on every run.  A variant not listed counts as :data:`COST_S`.
@@ -178,7 +193,7 @@ def _tag(finding: Finding) -> str:
 def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
         timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
         html_path: str | None = None, quiet: bool = False, backend: str = "gloo", device: str = "cpu",
-        world_sizes: tuple[int, int] | None = None, jobs: int = JOBS) -> int:
+        world_sizes: tuple[int, int] | None = None, jobs: int | None = None) -> int:
     """Check the selected variants, print the table and the capability matrix; 0 if all were checked, 3 if
     the harness could not check one (its row says why: that is no verdict on the variant).
 
@@ -186,12 +201,12 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     ``backend``/``device`` at ``world_sizes`` (``None``: its own, within the GPUs for nccl); the
     rest are the command's options (see ``python -m harness report --help``).  Each variant runs with its
     own fixed seed and no example database, so the same versions print the same table.  ``jobs``
-    variants run at once (:func:`check_all`).
+    variants run at once (:func:`check_all`; ``None``: :func:`default_jobs`).
     """
     specs = [on_machine(spec, backend, device, world_sizes) for spec in select(variants)]
     pool = shared_pool()
     started = time.monotonic()
-    rows = check_all(specs, pool, jobs=jobs, max_examples=max_examples, probe_misuse=probe_misuse, timeout=timeout,
+    rows = check_all(specs, pool, jobs=default_jobs() if jobs is None else jobs, max_examples=max_examples, probe_misuse=probe_misuse, timeout=timeout,
                      quiet=quiet)
     elapsed = time.monotonic() - started
     caps = capabilities.measure(pool, backend, device)
@@ -220,7 +235,7 @@ def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES
     return Exit.HARNESS if could_not_check else Exit.PASS
 
 
-# -- running the variants, two at a time -----------------------------------------------------------------
+# -- running the variants, several at a time -----------------------------------------------------------------
 
 def plan(specs: list[VariantSpec], jobs: int) -> list[list[int]]:
     """Which worker checks which variants (indices into ``specs``, each share in catalogue order).

@@ -200,6 +200,15 @@ def _Finding():  # noqa: N802, ANN202
 
 # -- the plan ------------------------------------------------------------------------------------------
 
+def test_one_job_per_two_cores_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(catalogue_report.JOBS_ENV, raising=False)
+    for cores, jobs in ((1, 1), (2, 1), (3, 1), (4, 2), (64, 2)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert catalogue_report.default_jobs() == jobs
+    monkeypatch.setenv(catalogue_report.JOBS_ENV, "2")
+    assert catalogue_report.default_jobs() == 2
+
+
 def test_the_plan_is_fixed_by_the_specs_and_checks_each_variant_once() -> None:
     specs = list(CATALOGUE)
     shares = plan(specs, 2)
@@ -243,7 +252,8 @@ def test_ctrl_c_leaves_no_process_and_no_file(tmp_path: Path) -> None:
     cwd.mkdir()
     try:
         env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")},
-               marker.split("=")[0]: marker.split("=")[1], "TMPDIR": str(tmp)}
+               marker.split("=")[0]: marker.split("=")[1], "TMPDIR": str(tmp),
+               catalogue_report.JOBS_ENV: "2"}
         err = ""
         report = subprocess.Popen([sys.executable, "-m", "harness", "report", "--variants",
                                    "a2a_nn_all_to_all,rs_nn_reduce_scatter,ours_sum,ours_local"],
@@ -251,7 +261,7 @@ def test_ctrl_c_leaves_no_process_and_no_file(tmp_path: Path) -> None:
                                   start_new_session=True)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and len(_marked(marker)) < 6:  # the worker and ranks are up
+            while time.monotonic() < deadline and len(_marked(marker)) < 6:  # the worker (two jobs) and ranks are up
                 time.sleep(0.5)
             time.sleep(3)
             # what a terminal's Ctrl-C does: SIGINT to the whole foreground group; again if it was lost
