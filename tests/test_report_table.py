@@ -224,6 +224,13 @@ def test_the_plan_is_fixed_by_the_specs_and_checks_each_variant_once() -> None:
 
 # -- Ctrl-C --------------------------------------------------------------------------------------------
 
+def _interruptible() -> None:
+    """Ctrl-C's default in the child, whatever this process inherited: a job started in the
+    background by a script (``.ci/run &``) ignores SIGINT, and so would the report, which Python
+    then never interrupts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _marked(marker: str) -> list[int]:
     """Pids of live processes whose environment holds ``marker``."""
     pids = []
@@ -258,7 +265,7 @@ def test_ctrl_c_leaves_no_process_and_no_file(tmp_path: Path) -> None:
         report = subprocess.Popen([sys.executable, "-m", "harness", "report", "--variants",
                                    "a2a_nn_all_to_all,rs_nn_reduce_scatter,ours_sum,ours_local"],
                                   cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=_interruptible)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and len(_marked(marker)) < 6:  # the worker (two jobs) and ranks are up
