@@ -100,15 +100,31 @@ def _find_module(name: str) -> str | None:
             try:
                 spec = (importlib.util.find_spec(prefix) if depth == 1 and prefix in sys.builtin_module_names
                         else importlib.machinery.PathFinder.find_spec(prefix, search))
+            except KeyError:  # a namespace package inside one not imported: Python asks sys.modules
+                spec = None
+                search = [os.path.join(folder, parts[depth - 1]) for folder in search
+                          if os.path.isdir(os.path.join(folder, parts[depth - 1]))]
+                if search and depth < len(parts):
+                    continue
             except (ImportError, ValueError):
                 spec = None
         if spec is None:
             return None
         if depth < len(parts):
-            search = list(spec.submodule_search_locations or [])
+            search = _search_locations(spec, search, parts[depth - 1])
             if not search:
                 return None
     return None if spec is None else (spec.origin or "namespace package")
+
+
+def _search_locations(spec: Any, search: list[str], part: str) -> list[str]:
+    """Where a package's submodules are: its spec's locations, or, for a namespace package inside
+    another one that is not imported (whose locations Python computes from ``sys.modules``), the
+    folders named ``part`` on the search path it was found on."""
+    try:
+        return list(spec.submodule_search_locations or [])
+    except KeyError:
+        return [os.path.join(folder, part) for folder in search if os.path.isdir(os.path.join(folder, part))]
 
 
 def _check_syntax(path: str, what: str) -> None:

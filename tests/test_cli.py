@@ -300,3 +300,16 @@ def run_cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
     environment.update(env, GATHER_HARNESS_PROFILE="ci")
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=environment, capture_output=True,
                           text=True, timeout=COMMAND_TIMEOUT_S)
+
+
+def test_a_target_two_namespace_packages_deep_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``outer.inner.mod:f`` with no ``__init__.py`` anywhere: Python computes an inner namespace
+    package's path from ``sys.modules``, which raised KeyError ('outer'), exit 3, before."""
+    from harness import targets
+
+    (tmp_path / "outer" / "inner").mkdir(parents=True)
+    (tmp_path / "outer" / "inner" / "mod.py").write_text("def f(x, dim):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    assert targets.locate("outer.inner.mod:f") == "outer.inner.mod:f"
+    with pytest.raises(targets.TargetError, match="cannot be found"):
+        targets.locate("outer.inner.nope:f")
