@@ -336,6 +336,12 @@ class Contract:
         ``--gather-dim``): sequence-parallel attention's heads-for-sequence exchange."""
         return bool(self.scatter_dim or self.gather_dim)
 
+    @property
+    def fixed_dims(self) -> dict[str, int]:
+        """A re-layout's dims given as numbers (``--scatter-dim 2``), by flag name: ``{"scatter": 2}``."""
+        return {name: int(value) for name, value in (("scatter", self.scatter_dim), ("gather", self.gather_dim))
+                if _is_int(value)}
+
     def describe_dims(self) -> str:
         """A re-layout's dims as a case is drawn: ``scatter_dim=any gather_dim=1``."""
         return f"scatter_dim={self.scatter_dim or 'any'} gather_dim={self.gather_dim or 'any'}"
@@ -345,21 +351,22 @@ class Contract:
         """What a case's dim (the one ranks differ along; a re-layout's gather dim) is drawn from:
         ``"0"``, ``"any"`` or one fixed dim."""
         if self.relayout:
-            return self.gather_dim if self.gather_dim not in ("", "any") else "any"
+            return str(self.fixed_dims.get("gather", "any"))
         return self.dims
 
     def scatter_dims(self, ndim: int, dim: int) -> list[int]:
         """A re-layout's scatter dims for ``ndim``-d inputs gathered along ``dim``: the fixed one,
         or every other dim by both names (positive first)."""
-        if self.scatter_dim not in ("", "any"):
-            return [int(self.scatter_dim)]
+        if "scatter" in self.fixed_dims:
+            return [self.fixed_dims["scatter"]]
         return [d for d in [*range(ndim), *range(-ndim, 0)] if d % ndim != dim % ndim]
 
     def probe_dims(self, ndim: int) -> tuple[int, int]:
         """``(gather, scatter)`` of a re-layout's probe case: the fixed dims, else dim 1 gathered
         and the first other dim from 2 on scattered (batch, sequence, heads)."""
-        gather = int(self.gather_dim) if self.drawn_dims != "any" else (
-            1 if self.scatter_dim in ("", "any") or int(self.scatter_dim) % ndim != 1 else 0)
+        fixed = self.fixed_dims
+        scatter_at_1 = "scatter" in fixed and fixed["scatter"] % ndim == 1
+        gather = fixed.get("gather", 0 if scatter_at_1 else 1)
         scatter = self.scatter_dims(ndim, gather)
         return gather, next((d for d in scatter if d % ndim >= 2), scatter[0])
 
@@ -370,7 +377,7 @@ class Contract:
         (``None``: none has)."""
         low, high = self.ndims or ((3, NDIMS[1]) if self.relayout else NDIMS)
         if self.relayout:
-            fixed = [int(value) for value in (self.scatter_dim, self.gather_dim) if _is_int(value)]
+            fixed = list(self.fixed_dims.values())
             fits = [n for n in range(max(low, 2), high + 1)
                     if all(-n <= d < n for d in fixed) and len({d % n for d in fixed}) == len(fixed)]
             return (fits[0], fits[-1]) if fits and fits == list(range(fits[0], fits[-1] + 1)) else None

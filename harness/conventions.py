@@ -84,7 +84,7 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
 }
 #: A re-layout's gather dim: beside a parameter named like a scatter dim (``ROLE_NAMES["scatter_dim"]``),
 #: the parameter named like this takes the case's dim (the one the pieces are concatenated along).
-_GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")
+GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")
 #: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
 LIST_NAMES: tuple[str, ...] = ("input_list", "tensor_list", "input_tensor_list", "input_tensors", "tensors",
                                "chunks", "pieces")
@@ -439,7 +439,7 @@ class _Planner:
         if "scatter_dim" not in self.names:
             return {}
         scatter = next((p for p in rest if p.name in self.names["scatter_dim"]), None)
-        gather = next((p for p in rest if p.name in _GATHER_DIM_NAMES), None)
+        gather = next((p for p in rest if p.name in GATHER_DIM_NAMES), None)
         if scatter is None or gather is None:
             return {}
         return {scatter.name: "scatter_dim", gather.name: "dim"}

@@ -28,7 +28,7 @@ from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
 from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
-from harness.conventions import ROLE_NAMES, SPLIT_ROLES, Call
+from harness.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
 from harness.pool import RankSets
@@ -228,10 +228,9 @@ def _relayout(call: Call, contract: Contract, target: str) -> tuple[Contract, li
         bound = next(parameter for parameter, role in call.positional + call.keywords if role == "dim")
         raise Misfit(f"target {target!r}: {call.signature} takes one dim{f', {bound!r}' if bound else ''}, and "
                      f"--scatter-dim/--gather-dim say a re-layout, which binds two (scatter: "
-                     f"{', '.join(ROLE_NAMES['scatter_dim'])}; gather: gather_dim, gather_idx, cat_dim, concat_dim) or "
+                     f"{', '.join(ROLE_NAMES['scatter_dim'])}; gather: {', '.join(GATHER_DIM_NAMES)}) or "
                      f"none (its dims fixed in its code): leave them out to check a one-dim all-to-all")
-    fixed = [value for value in (contract.scatter_dim, contract.gather_dim) if value not in ("", "any")]
-    if len(fixed) < 2:
+    if len(contract.fixed_dims) < 2:
         raise Misfit(f"target {target!r}: {call.signature} takes no dim, so a re-layout's dims cannot be drawn: give "
                      f"the two its code fixes, --scatter-dim N --gather-dim M")
     return contract, [f"{call.signature} takes no dim: its re-layout is checked at {contract.describe_dims()}"]
