@@ -129,6 +129,9 @@ class RankResult:
 # -- groups ----------------------------------------------------------------------------------------
 
 _GROUPS: dict[tuple[int, ...], Any] = {}
+#: Threads and file descriptors the groups of :func:`make_groups` opened in this process: their
+#: connections are the harness's, never a target's leak, whenever they are made.
+_MADE = [0, 0]
 
 
 def make_groups(layout: tuple[tuple[int, ...], ...]) -> None:
@@ -138,12 +141,23 @@ def make_groups(layout: tuple[tuple[int, ...], ...]) -> None:
     disagree on which ``new_group`` call comes next; groups are kept for later cases.  A group
     spanning the whole world is the world group itself.  The controller has every rank run it
     before a case (its own wait, not the target's ``--timeout``): making a group is the
-    harness's work, and a slow one must not read as the target hanging.
+    harness's work, and a slow one must not read as the target hanging.  The catalogue's glue
+    calls it inside a case for the groups a variant needs beside the case's (a 2-D mesh's other
+    dimension): what it opens is not counted as the target's (:func:`_process_resources`).
     """
     world = tuple(range(dist.get_world_size()))
+    before = _all_resources()
     for members in layout:
         if members not in _GROUPS:
             _GROUPS[members] = dist.group.WORLD if members == world else dist.new_group(list(members))
+    after = _all_resources()
+    _MADE[0] += after[0] - before[0]
+    _MADE[1] += after[1] - before[1]
+
+
+def made_group(members: tuple[int, ...]) -> Any:
+    """The group :func:`make_groups` made over ``members`` (global ranks)."""
+    return _GROUPS[members]
 
 
 def group_for(case: Case, rank: int) -> Any:
@@ -327,8 +341,14 @@ def restore_globals() -> None:
         torch.use_deterministic_algorithms(False)
 
 
-def _process_resources() -> tuple[int, int]:
+def _all_resources() -> tuple[int, int]:
     return threading.active_count(), _open_fds()
+
+
+def _process_resources() -> tuple[int, int]:
+    """Threads and file descriptors open, less those of the harness's groups (:data:`_MADE`)."""
+    threads, fds = _all_resources()
+    return threads - _MADE[0], fds - _MADE[1]
 
 
 def _leaks(baseline: tuple[int, int]) -> list[str]:

@@ -30,8 +30,11 @@ from harness.options import PATIENCE
 from harness.procedure import RankResult, RunRequest
 from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
 
-#: How long the other ranks may take to finish once one rank has raised or died.
+#: How long the other ranks may take to finish once one rank has raised or died ...
 GRACE_S = 1.0
+#: ... unless they are seen idle (asleep in a wait, using no CPU) for this long first: a rank
+#: that can still finish runs or waits to run, so waiting out the grace would change nothing.
+SETTLE_S = 0.1
 #: How long ranks asked to stop may take to leave before they are killed.
 STOP_S = 1.0
 #: How often the controller reads the ranks' collective ledgers while it waits for them: often
@@ -119,21 +122,40 @@ class Watch:
         if self.since is None or now - self.since < WINDOW_S:
             self.nearly(ranks, now)
             return (self.since or now) + WINDOW_S
-        after = {r: self.look(r) for r in ranks}
-        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
-        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
-        busy = bool(known) and (used >= BUSY_CPU_S or any(seen[1] for _, seen in known))
-        self.before, self.since = after, now
+        busy = self._busy(ranks, now)
         waited = now - self.started
         if busy and now < self.cap:
             return min(now + WINDOW_S, self.cap)
         if busy:
             self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout:g} s timeout): "
                             f"too slow, or spinning")
-        elif known:
+        elif busy is not None:
             self.verdict = (f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait "
                             f"for the last {WINDOW_S:g} s)")
         return None
+
+    def settled(self, ranks: list[int], now: float) -> bool:
+        """Once a peer has raised or died: whether the unreturned ``ranks`` stayed idle for a whole
+        :data:`SETTLE_S` (the first call only looks)."""
+        if self.since is None:
+            self.nearly(ranks, now)
+            return False
+        if now - self.since < SETTLE_S or self._busy(ranks, now) is not False:
+            return False
+        self.verdict = (f"after {now - self.started:.1f} s every rank that had not returned was idle (asleep in a "
+                        f"wait for {SETTLE_S:g} s) once a peer had raised or died")
+        return True
+
+    def _busy(self, ranks: list[int], now: float) -> bool | None:
+        """Whether ``ranks`` used CPU or ran since last looked at (``None``: the system does not
+        say); they are looked at again from ``now``."""
+        after = {r: self.look(r) for r in ranks}
+        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
+        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
+        self.before, self.since = after, now
+        if not known:
+            return None
+        return used >= BUSY_CPU_S or any(seen[1] for _, seen in known)
 
 
 class RankSet:
@@ -370,7 +392,8 @@ class RankSet:
         While waiting it reads every rank's collective ledger: two ranks of a group that
         entered different collectives at the same place, or ranks waiting inside collectives
         that a finished peer never entered, will never finish, so it stops at once.  Once a
-        rank raises or dies the others get :data:`GRACE_S` more.  Only a rank stuck outside
+        rank raises or dies the others get :data:`GRACE_S` more, or less once they are seen idle
+        (:meth:`Watch.settled`).  Only a rank stuck outside
         any collective costs the whole ``timeout``.
         """
         message = encode(name, payload)
@@ -388,6 +411,7 @@ class RankSet:
         deadline = started + timeout
         ledgers = Ledgers(self.last, layout)
         self.watch = watch = Watch(self._usage, started, timeout)
+        ended = False  # a rank has raised or died: the others have the grace
         while pending:
             now = time.monotonic()
             if now >= deadline - WINDOW_S:
@@ -397,15 +421,17 @@ class RankSet:
             for item in wait(list(pending) + list(sentinels), timeout=max(0.0, min(deadline - now, poll))):
                 if item in sentinels:
                     del sentinels[item]
-                    deadline = min(deadline, time.monotonic() + GRACE_S)
+                    deadline, ended = min(deadline, time.monotonic() + GRACE_S), True
                 elif item in pending:
                     r = pending.pop(item)
                     result = results[r] = _receive_result(item)
                     if result is None:
                         self.closed.add(r)
                     if result is None or result.error:
-                        deadline = min(deadline, time.monotonic() + GRACE_S)
+                        deadline, ended = min(deadline, time.monotonic() + GRACE_S), True
             if pending and (ledgers.mismatch() or ledgers.doomed(sorted(pending.values()), results)):
+                break
+            if pending and ended and watch.settled(sorted(pending.values()), time.monotonic()):
                 break
             if pending and time.monotonic() >= deadline:
                 later = watch.more_time(sorted(pending.values()), time.monotonic())

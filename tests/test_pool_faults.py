@@ -105,6 +105,15 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Po
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
 
 
+def test_ranks_asleep_after_a_peer_raised_are_not_waited_for_to_the_end_of_the_grace(fault_pool: Pool) -> None:
+    """Rank 1 raised inside the collective the others sleep in (so the ledgers cannot prove them
+    stuck): once they have been seen idle for a short while (``SETTLE_S``) the case ends, not at
+    the end of the whole grace."""
+    outcome, _ = run_timed(fault_pool, "tests.planted.faults:raises_inside_rank1")
+    assert outcome.fault == "exception"
+    assert "was idle (asleep in a wait for 0.1 s) once a peer had raised or died" in outcome.waited, outcome.waited
+
+
 @pytest.mark.slow
 def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool) -> None:
     """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank

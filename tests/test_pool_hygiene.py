@@ -120,3 +120,19 @@ def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:
     leaking = run_check("tests.planted.faults:leaks_thread", contract, max_examples=5)
     assert leaking.verdict == "pass" and leaking.leaks and "thread(s) still running" in leaking.leaks[0]
     assert run_check("tests.planted.faults:correct", contract, max_examples=5).leaks == []
+
+
+def test_groups_a_target_makes_are_its_leak_and_the_harness_made_ones_are_not() -> None:
+    """A process group made in the target is its leak (its ranks are replaced); one the catalogue's
+    glue has the harness make (``harness.procedure.make_groups``, a 2-D mesh's other dimension) is not,
+    so those ranks stay warm."""
+    from harness.contract import Contract
+    from harness.search import run_check
+    from harness.variants import by_name
+
+    contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(2, 2))
+    leaking = run_check("tests.planted.faults:leaks_group", contract, max_examples=5)
+    assert leaking.verdict == "pass" and any("file descriptor(s) open" in leak for leak in leaking.leaks)
+    mesh = by_name("dtensor_mesh2d")
+    report = run_check(mesh.target, mesh.contract.with_(world_sizes=(2, 4), dtypes=("float32",)), max_examples=12)
+    assert report.verdict == "pass" and report.leaks == []

@@ -47,6 +47,8 @@ import torch.distributed.nn.functional as dist_nn
 import torch.distributed.tensor as dtensor
 from torch.distributed.device_mesh import DeviceMesh
 
+from harness.procedure import made_group, make_groups
+
 # Only modules every supported torch has are imported here; their names are looked up when a path
 # runs, so a torch that lacks one (DTensor's public names arrived in 2.5, ``all_gather_single`` later)
 # breaks only the paths that call it, and the catalogue marks those unavailable without running them
@@ -391,9 +393,10 @@ def _mesh2d(x: torch.Tensor, group: dist.ProcessGroup | None) -> tuple[DeviceMes
 
     ``group=None``: a ``(1, W)`` mesh, gathering along mesh dim 1 = the world.  Otherwise the
     mesh of :func:`mesh2d_layout`, built with ``DeviceMesh.from_group([g0, g1], ...)`` from
-    the harness's own group for its dimension and, for the other dimension, groups created
-    once with ``dist.new_subgroups_by_enumeration`` (a collective over the world: every rank
-    must make its first call for a layout together, which the harness's SPMD calls do).
+    the harness's own group for its dimension and, for the other dimension, groups the harness
+    makes and keeps (:func:`harness.procedure.make_groups`: a collective over the world, so
+    every rank must make its first call for a layout together, which the harness's SPMD calls
+    do; their connections are the harness's, not a leak of the variant's).
     """
     world_pg = _pg(None)
     world = dist.get_world_size(world_pg)
@@ -405,13 +408,10 @@ def _mesh2d(x: torch.Tensor, group: dist.ProcessGroup | None) -> tuple[DeviceMes
     if cached is None:
         mesh_tensor = torch.tensor(mesh_rows, dtype=torch.int)
         other = mesh_tensor.t() if mesh_dim == 1 else mesh_tensor  # groups along the other dim
-        other_groups = [row.tolist() for row in other]
-        if mesh_dim == 1:
-            mine, _ = dist.new_subgroups_by_enumeration(other_groups)  # columns
-            groups = [mine, pg]
-        else:
-            mine, _ = dist.new_subgroups_by_enumeration(other_groups)  # rows
-            groups = [pg, mine]
+        other_layout = tuple(tuple(row.tolist()) for row in other)
+        make_groups(other_layout)
+        mine = made_group(next(members for members in other_layout if dist.get_rank() in members))
+        groups = [mine, pg] if mesh_dim == 1 else [pg, mine]
         cached = DeviceMesh.from_group(groups, x.device.type, mesh=mesh_tensor, mesh_dim_names=("dim0", "dim1"))
         _MESHES[key] = cached
     return cached, mesh_dim

@@ -100,6 +100,14 @@ def raise_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     return correct(x, dim)
 
 
+def raises_inside_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Every rank enters one all_gather, rank 1 with outputs of the wrong size, which the backend
+    refuses at once: rank 1 raised inside the collective its peers wait in (they cannot tell)."""
+    world = dist.get_world_size()
+    dist.all_gather([torch.empty(7 if dist.get_rank() == 1 else 1) for _ in range(world)], torch.zeros(1))
+    return correct(x, dim)
+
+
 def goes_on_alone(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 raises (after a moment); the others gather without it, which gloo completes alone
     for empty tensors.  Every rank returns, yet rank 1 is now a collective behind on the world group.
@@ -142,6 +150,12 @@ def leaks_thread(x: torch.Tensor, dim: int) -> torch.Tensor:
 def leaks_file(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Right answer, but opens a file it never closes."""
     _KEPT.append(open(os.devnull))
+    return correct(x, dim)
+
+
+def leaks_group(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Right answer, but makes a new process group on every call and keeps it (a mesh rebuilt per call)."""
+    _KEPT.append(dist.new_group(list(range(dist.get_world_size()))))
     return correct(x, dim)
 
 
