@@ -136,3 +136,16 @@ def test_groups_a_target_makes_are_its_leak_and_the_harness_made_ones_are_not() 
     mesh = by_name("dtensor_mesh2d")
     report = run_check(mesh.target, mesh.contract.with_(world_sizes=(2, 4), dtypes=("float32",)), max_examples=12)
     assert report.verdict == "pass" and report.leaks == []
+
+
+@pytest.mark.parametrize("long_tmpdir", [False, True], ids=["tmpdir", "tmpdir-too-long-for-a-socket"])
+def test_a_command_leaves_nothing_in_the_temporary_directory(tmp_path, long_tmpdir: bool) -> None:
+    """The forkserver's socket directory is removed at the command's (fast) exit, and a ``$TMPDIR``
+    too long for a socket path is not an internal error (the socket goes in a short directory)."""
+    tmpdir = tmp_path / ("t" * 90 if long_tmpdir else "t")
+    tmpdir.mkdir()
+    done = subprocess.run([sys.executable, "-m", "harness", "check", "harness.ragged:all_gather_ragged",
+                           "--max-examples", "2", "--world-sizes", "1-2"], capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(tmpdir)}, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [p.name for p in tmpdir.iterdir() if p.name.startswith("pymp-")]
