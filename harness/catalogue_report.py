@@ -16,8 +16,8 @@ and a variant with a known torch race (``VariantSpec.race``) does not draw the r
 contract and says so the same way every run; so the same versions print the same table on every
 run, on a quiet machine or a loaded one.  Two variants can run at a time (:func:`check_all`): this
 process checks one share on its pool, a worker process the other on its own, on a plan made from
-the specs alone (:func:`plan`), and the table is printed in catalogue order; on a machine with
-cores for them only (:func:`default_jobs`: one at a time on two cores).  The text fits
+the specs alone (:func:`plan`), and the table is printed in catalogue order; one at a time on
+a one-core machine (:func:`default_jobs`).  The text fits
 :data:`WIDTH` columns (:func:`text_report`).
 
 A variant whose torch path the installed release lacks (``VariantSpec.needs``, e.g. the public
@@ -28,9 +28,8 @@ The report is informational (the expected verdicts are asserted by the project's
 exit status 0 when every available variant's verdict was obtained, 3 when some variant could
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
-Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant.  What the whole catalogue costs
-is in docs/report.md: about 235 CPU-seconds (torch 2.13, gloo), 204 s on the quiet
-2-core box.  Misuse probes are off by default: equal-only variants given ragged input hang by
+Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant (what the whole catalogue costs
+is in docs/report.md).  Misuse probes are off by default: equal-only variants given ragged input hang by
 design, and every hanging example costs the full timeout.
 """
 
@@ -84,30 +83,25 @@ JOBS_ENV = "GATHER_HARNESS_REPORT_JOBS"
 
 
 def default_jobs() -> int:
-    """Variants checked at once (``$GATHER_HARNESS_REPORT_JOBS``, else one per two cores, at most two).
+    """Variants checked at once (``$GATHER_HARNESS_REPORT_JOBS``, else one per core, at most two).
 
-    One check already keeps about 1.3 cores busy (its ranks, its controller, rank sets replaced
-    after faults), and its collectives wait on every rank being scheduled: on the 2-core box two
-    at once made the whole report slower (220 s against 204 s one at a time, both quiet; 294
-    CPU-seconds against 234), so a second worker starts only where it has cores of its own.
     The table does not depend on it (the same bytes with one worker and with two).
     """
     text = os.environ.get(JOBS_ENV, "")
     if text.strip().isdigit() and int(text) > 0:
         return int(text)
-    return max(1, min(2, (os.cpu_count() or 1) // 2))
-#: What a variant costs, in seconds on the 2-core box with both workers busy (measured with
-#: ``report --json``): the plan that shares the variants between the workers is made from these,
-#: longest first, so that it is the same on every run.  A variant not listed counts as :data:`COST_S`.
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+#: What a variant costs, in seconds with two workers on two cores (measured with ``report --json``):
+#: the plan that shares the variants between the workers is made from these, longest first, so
+#: that it is the same on every run.  A variant not listed counts as :data:`COST_S`.
 COSTS_S: dict[str, float] = {
-    "bolts_sync_function": 5, "lucidrains_all_reduce": 7, "torch_nn_all_gather": 7, "torch_nn_all_gather_groups": 4,
-    "all_gather_object": 6, "dtensor_redistribute_uneven": 8, "funcol_all_gather_into_tensor_coalesced": 9,
-    "dtensor_mesh2d": 23, "funcol_mesh2d": 21, "ours_local": 6, "rs_reduce_scatter_single": 6,
-    "rs_reduce_scatter_tensor": 6, "rs_reduce_scatter_tensor_max": 5, "rs_reduce_scatter_list": 8,
-    "rs_nn_reduce_scatter": 9, "rs_megatron_ragged": 14, "a2a_all_to_all_single": 12, "a2a_all_to_all_list": 10,
-    "a2a_funcol_all_to_all_single": 12, "a2a_nn_all_to_all": 32, "a2a_ours_relayout": 5,
+    "rs_reduce_scatter_list": 7, "a2a_nn_all_to_all": 7, "rs_nn_reduce_scatter": 6, "dtensor_redistribute_uneven": 5,
+    "funcol_all_gather_into_tensor_coalesced": 4, "rs_reduce_scatter_tensor": 4, "lucidrains_all_reduce": 4,
+    "rs_megatron_ragged": 4, "bolts_sync_function": 4,
 }
-COST_S = 3.0
+COST_S = 2.0
 #: A worker process's start (imports, its own rank forkserver), counted in the plan.
 WORKER_START_S = 4.0
 
@@ -263,9 +257,9 @@ def check_all(specs: list[VariantSpec], pool: RankSets, *, jobs: int, **options:
     included), the workers are stopped, and with them their ranks.
     """
     quiet = options["quiet"]
-    shares = plan(specs, jobs)
+    shares = [share for share in plan(specs, jobs) if share]  # a few variants: no worker to start
     label = lambda i: f"[{i + 1}/{len(specs)}] {specs[i].name}: "  # noqa: E731
-    if len(shares) == 1:
+    if len(shares) <= 1:
         return [check_variant(spec, pool, label(i), **options) for i, spec in enumerate(specs)]
     rows: list[Row | None] = [None] * len(specs)
     workers = [_Worker(specs, share, options, os.getpid()) for share in shares[1:]]
