@@ -91,6 +91,8 @@ class CheckOptions:
     shrink_budget_s: float = SearchSettings.shrink_budget_s
     shrink_fault_steps: int | None = SearchSettings.shrink_fault_steps
     max_shrink_steps: int = SearchSettings.max_shrink_steps
+    #: The fuzz engine's batches (:attr:`harness.search.SearchSettings.batches`).
+    batches: bool = False
 
     def option_values(self) -> dict[str, Any]:
         """These options as :data:`~harness.options.OPTIONS` values (what :func:`bind` was given)."""
@@ -110,7 +112,7 @@ class CheckOptions:
                               timeout=self.timeout, probe_misuse=self.probe_misuse,
                               base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
                               shrink_fault_steps=self.shrink_fault_steps, max_shrink_steps=self.max_shrink_steps,
-                              track_semantics=self.track_semantics)
+                              track_semantics=self.track_semantics, batches=self.batches)
 
 
 class GatherNote(UserWarning):

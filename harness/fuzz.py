@@ -323,7 +323,8 @@ class Fuzzer:
         self.turns += 1
         return CheckOptions(target=entry.target, contract=entry.contract, dtype_text=entry.dtype_text,
                             duration_s=slice_s, seed=self.seed + SEED_STRIDE * self.turns, timeout=self.timeout,
-                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile)
+                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile,
+                            batches=True)
 
     def _watch(self, entry: Entry, before: int, slice_s: float) -> Callable[[Progress], None]:
         """The per-example callback: tally, progress line, periodic save, and the end of the turn.

@@ -30,7 +30,7 @@ from harness.errors import PoolError, RankCallFailed
 from harness.faults import Outcome
 from harness.machine import check_devices, local_world_size_limit, too_many_ranks
 from harness.options import DEFAULT_TIMEOUT_S
-from harness.procedure import RankResult, RunRequest
+from harness.procedure import BatchRequest, RankResult, RunRequest
 from harness.rankset import STOP_S, RankSet
 
 #: Sets kept starting in the background for a key that has had a fault: shrinking a fault
@@ -62,6 +62,12 @@ class RankSets:
         rank_set = self.set_with_groups(request.case)
         return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose,
                             meanwhile=meanwhile)
+
+    def run_batch(self, batch: BatchRequest, timeout: float | None = None, *,
+                  meanwhile: Callable[[], None] | None = None) -> tuple[int | None, tuple[tuple[Case, bool], ...]]:
+        """Run a batch of one layout's cases on a warm set (:meth:`RankSet.run_batch`)."""
+        rank_set = self.set_with_groups(batch.requests[0].case)
+        return rank_set.run_batch(batch, self.timeout if timeout is None else timeout, meanwhile=meanwhile)
 
     def set_with_groups(self, case: Case) -> RankSet:
         """The warm set for ``case`` once every rank has made its process groups.

@@ -64,6 +64,16 @@ class RunRequest:
     requires_grad: bool = False
 
 
+@dataclass(frozen=True)
+class BatchRequest:
+    """Cases run back to back on warm ranks and judged there, only a count coming back (the fuzz
+    engine's batches, :meth:`harness.search._Session.sweep`): every case of one layout, the
+    ranks stop at the first that fails on them (``bits``: judged with raw-byte identity too)."""
+
+    requests: tuple[RunRequest, ...]
+    bits: bool = True
+
+
 @dataclass
 class RankResult:
     """Everything one rank observed; tensors are detached CPU copies with their strides kept.
@@ -181,10 +191,10 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
     case, call = request.case, request.call
     result = RankResult(rank=rank, device=device)
     phase = "setup"
-    baseline = _process_resources()
+    baseline: tuple[int, int] | None = None  # taken once the groups are made: their connections are the harness's
     try:
         group = group_for(case, rank)
-        baseline = _process_resources()  # a new group's connections are the harness's, not the target's
+        baseline = _process_resources()
         if case.idle(rank):
             result.idle = True
             return result
@@ -229,7 +239,8 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         record_error(result, exc, phase)
     finally:
         restore_globals()
-        result.leaked = _leaks(baseline) + (_device_left_broken(device) if result.error else [])
+        result.leaked = (_leaks(baseline) if baseline is not None else []) + (
+            _device_left_broken(device) if result.error else [])
     return result
 
 

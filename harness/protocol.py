@@ -99,16 +99,24 @@ def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
     whose sequence number and collective do not belong together (seen under load: 3 in 77,628
     reads), which would look like a desync.  The checksum tells such a copy from a real ledger.
     """
-    head = "@" + ";".join(f"{peers}={count}" for peers, count in counts.items())
-    lines: list[str] = []
+    return ledger_from_lines([entry_line(entry) for entry in entries], returned, counts, limit)
+
+
+def entry_line(entry: Entered) -> bytes:
+    """One entry of a ledger's text, encoded: ``#seq|key|peers|described``."""
+    return f"#{entry.seq}|{entry.key}|{entry.peers}|{entry.described}".encode()
+
+
+def ledger_from_lines(lines: list[bytes], returned: bool, counts: dict[str, int], limit: int = LEDGER_BYTES - 1) -> bytes:
+    """:func:`ledger_text` of entries already encoded as lines (:func:`entry_line`): a rank keeps
+    its lines, and publishes on every collective it enters and leaves."""
+    head = ("@" + ";".join(f"{peers}={count}" for peers, count in counts.items())).encode()
     size = len(head) + 1 + len(RETURNED) + _CHECK_BYTES
-    for entry in reversed(entries):
-        line = f"#{entry.seq}|{entry.key}|{entry.peers}|{entry.described}"
-        size += len(line.encode()) + 1
-        if size > limit:
-            break
-        lines.append(line)
-    text = ("\n".join([head, *reversed(lines)]) + (RETURNED if returned and lines else "")).encode()
+    first = len(lines)
+    while first > 0 and size + len(lines[first - 1]) + 1 <= limit:
+        first -= 1
+        size += len(lines[first]) + 1
+    text = b"\n".join([head, *lines[first:]]) + (RETURNED.encode() if returned and first < len(lines) else b"")
     return text + f"{_CHECK}{zlib.crc32(text):08x}".encode()
 
 

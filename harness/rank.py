@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 
 from harness import targets
-from harness.procedure import RankResult, RunRequest, record_error, run_case
-from harness.protocol import Entered, Ledger, RankInit, last_entered, ledger_text, receive, send
+from harness.procedure import BatchRequest, RankResult, RunRequest, record_error, run_case
+from harness.protocol import Entered, Ledger, RankInit, entry_line, last_entered, ledger_from_lines, receive, send
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -80,6 +80,7 @@ class CollectiveLog:
         self.shared = shared  # None for remote ranks, which have no shared memory
         self.entries: list[str] = []
         self.ledger: list[Entered] = []
+        self.lines: list[bytes] = []  # the ledger's entries as published (encoded once)
         self.counts: dict[str, int] = {}
         self.bytes_sent = 0
         self.returned = False
@@ -89,10 +90,10 @@ class CollectiveLog:
         return last_entered(Ledger(self.ledger, self.returned, self.counts))
 
     def text(self) -> bytes:
-        return ledger_text(self.ledger, self.returned, self.counts)
+        return ledger_from_lines(self.lines, self.returned, self.counts)
 
     def reset(self) -> None:
-        self.entries, self.ledger, self.counts, self.bytes_sent, self.returned = [], [], {}, 0, False
+        self.entries, self.ledger, self.lines, self.counts, self.bytes_sent, self.returned = [], [], [], {}, 0, False
         self._publish()
 
     def enter(self, name: str, args: tuple, kwargs: dict[str, Any], payload_index: int | None) -> None:
@@ -109,6 +110,7 @@ class CollectiveLog:
         self.entries.append(described)
         self.counts[peers] = self.counts.get(peers, 0) + 1
         self.ledger.append(Entered(len(self.entries), "" if name in POINT_TO_POINT else key, peers, described))
+        self.lines.append(entry_line(self.ledger[-1]))
         self.returned = False
         self._publish()
 
@@ -178,7 +180,8 @@ def serve(conn: Connection, log: CollectiveLog) -> bool:
     ranks torchrun starts for a remote driver (``harness.remote``) join their group their
     own way, then serve here.
     """
-    handlers = {"run": functools.partial(on_run, log), "call": functools.partial(on_call, log)}
+    handlers = {"run": functools.partial(on_run, log), "call": functools.partial(on_call, log),
+                "batch": functools.partial(on_batch, log)}
     while True:
         try:
             name, payload = receive(conn)
@@ -204,6 +207,37 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
     result.bytes_sent = log.bytes_sent
     result.sequences = group_sequences()
     result.unrecorded = max(0, _issued_in_all(result.sequences) - issued_before - len(log.entries))
+    return result
+
+
+def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
+    """Run a batch's cases back to back and judge each here (:func:`harness.checks.check_result`,
+    the reference computed on this rank); ``value``: how many passed before the first that did not.
+
+    The ledger runs on across the cases, so the controller compares the ranks' collectives
+    place by place as within one case.  A case that fails here, or leaves something behind,
+    ends the batch: the controller runs it again the usual way, which decides what it was.
+    """
+    from harness.checks import check_result  # judging on the rank: only batches need it
+
+    log.reset()
+    rank = dist.get_rank()
+    result = RankResult(rank=rank)
+    passed = 0
+    started = time.perf_counter()
+    try:
+        for request in batch.requests:
+            target = targets.load(request.target, fresh=request.reload)
+            one = run_case(request, rank, target, case_device(request.case.device))
+            if one.leaked or check_result(request.case, one, bits=batch.bits):
+                break
+            passed += 1
+    except BaseException as exc:  # a target that cannot be loaded, or the harness's own error
+        record_error(result, exc, "setup")
+    result.timings["batch_s"] = time.perf_counter() - started
+    result.value = passed
+    result.collectives = list(log.entries)
+    result.sequences = group_sequences()
     return result
 
 

@@ -27,7 +27,7 @@ from harness.errors import PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
 from harness.options import PATIENCE
-from harness.procedure import RankResult, RunRequest
+from harness.procedure import BatchRequest, RankResult, RunRequest
 from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
 
 #: How long the other ranks may take to finish once one rank has raised or died ...
@@ -349,6 +349,32 @@ class RankSet:
             self.history.append((request.case, request.repeat))
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
+
+    def run_batch(self, batch: BatchRequest, timeout: float, *,
+                  meanwhile: Callable[[], None] | None = None) -> tuple[int | None, tuple[tuple[Case, bool], ...]]:
+        """Run a batch (:class:`~harness.procedure.BatchRequest`): how many of its cases passed on every
+        rank before the first that did not (all of them: the batch passed), ``None`` when that is
+        not known (a rank hung, died or raised outside a case); and the cases these ranks ran
+        before it (their history, what a failure may need again).
+
+        A batch that passed leaves the set warm, its cases its history; any other is dropped, as
+        after a fault: what a failing case did to the ranks is the usual run's to find out.
+        ``meanwhile`` runs in the controller while the ranks work (the next batch drawn).
+        """
+        requests = batch.requests
+        if self.reload_next:
+            requests = (replace(requests[0], reload=True), *requests[1:])
+            self.reload_next, self.history = False, []
+        before = tuple(self.history)
+        results = self._exchange("batch", replace(batch, requests=requests), timeout, requests[0].case.layout(),
+                                 meanwhile)
+        returned = [res for res in results if res is not None and not res.error]
+        passed = min((res.value for res in returned), default=None)
+        if len(returned) == len(results) and passed == len(requests) and in_step(results):
+            self.history += [(request.case, request.repeat) for request in requests]
+            return passed, before
+        self.kill()
+        return (passed if passed is not None and passed < len(requests) else None), before
 
     def make_groups(self, case: Case) -> None:
         """Have every rank make the process groups of ``case``'s layout that this set lacks.

@@ -27,7 +27,7 @@ import collections
 import functools
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +55,7 @@ from harness.faults import Outcome
 from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import RankSets, shared_pool
+from harness.procedure import BatchRequest, RunRequest
 
 #: One example in this many, at least, is drawn by Hypothesis rather than the strata.
 RANDOM_SHARE = 5
@@ -71,6 +72,16 @@ RESUMED_SEED_STEP = 1_000_003
 MAX_SHRINK_STEPS = 400
 
 
+#: With batches (the fuzz engine), Hypothesis draws this many examples of a search first (its
+#: example database's failures among them), then batches take the rest of the budget ...
+SWEEP_SEARCH_EXAMPLES = 50
+#: ... in batches of this many cases at first, doubled while a batch takes under
+#: :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH` (the ranks judge each; only a count comes back).
+FIRST_BATCH = 4
+#: A finding's ``found_by`` when a batch met it.
+BATCHES = "the fuzz engine's batches"
+MAX_BATCH = 256
+BATCH_TARGET_S = 0.2
 #: Failures each try of which waits for a timeout or a new rank set: not moved to fewer ranks.
 _STALLS = frozenset({"hang", "crash", "desync"})
 
@@ -214,6 +225,8 @@ class SearchSettings:
       report's); ``max_shrink_steps`` bounds the steps of every kind.
     - ``track_semantics``: count which gradient contracts the gradients matched
       (:meth:`CheckReport.de_facto_semantics`).
+    - ``batches``: after the strata and a short Hypothesis search, cases drawn cheaply run in
+      batches judged on the ranks (:meth:`_Session.sweep`): the fuzz engine.
     """
 
     max_examples: int | None = None
@@ -226,6 +239,7 @@ class SearchSettings:
     shrink_fault_steps: int | None = None
     max_shrink_steps: int = MAX_SHRINK_STEPS
     track_semantics: bool = False
+    batches: bool = False
 
 
 def run_check(
@@ -281,9 +295,11 @@ def run_check(
             return strategies.cases(contract=contract.with_(world_sizes=(lo, max(lo, min(hi, world)))), dtypes=dtypes,
                                     backend=backend, device=device)
 
+        sweep = strategies.random_strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
+                                         seed=search.seed or 0) if search.batches else None
         report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
                                                                 device=device), session.judge, budget, deadline,
-                                       up_to=up_to)
+                                       up_to=up_to, sweep=sweep)
     report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
     report.leaks = session.leak_notes()
     written = any("inputs-untouched" in {finding.property, *(v.property for v in finding.violations)}
@@ -402,17 +418,26 @@ class _Session:
 
     def find(self, layers: list[strategies.Stratum], strategy: SearchStrategy[Case],
              judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None, *,
-             up_to: Callable[[int], SearchStrategy[Case]] | None = None) -> list[Finding]:
+             up_to: Callable[[int], SearchStrategy[Case]] | None = None,
+             sweep: Iterator[strategies.Stratum] | None = None) -> list[Finding]:
         """The strata, then Hypothesis, until a failure the replays tie to the target or the budget is spent.
 
         A hang or crash that no replay reproduces is put aside (:attr:`unattributed`), and the
         search goes on with the rest of the strata and of the budget, from a new seed: a check
         must not end, failed or passed, on the machine's hiccup.  ``up_to(W)``: every case on at
         most W ranks, where a failing stratum is searched again (``strategy`` without it).
+        ``sweep``: Hypothesis draws :data:`SWEEP_SEARCH_EXAMPLES` only, and batches of these
+        strata take the rest of the budget (:meth:`sweep`).
         """
+        within = up_to or (lambda world: strategy)
         while True:
-            drawn = self.strata(layers, up_to or (lambda world: strategy)) or self.search(strategy, judge,
-                                                                 max(1, budget - self.progress.searched), deadline)
+            drawn = self.strata(layers, within)
+            left = max(1, budget - self.progress.searched)
+            if not drawn and sweep is None:
+                drawn = self.search(strategy, judge, left, deadline)
+            elif not drawn and sweep is not None:
+                drawn = (self.search(strategy, judge, min(left, SWEEP_SEARCH_EXAMPLES), None)
+                         or self.sweep(sweep, within, budget, deadline))
             findings = self.confirmed([self.fewest_ranks(finding, judge) for finding in drawn])
             spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
             if findings or not drawn or spent:
@@ -455,7 +480,8 @@ class _Session:
         self.unattributed += [finding for finding in findings if not finding.attributed()]
         return [finding for finding in findings if finding.attributed()]
 
-    def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
+    def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]], *,
+               source: str = "the stratified examples") -> list[Finding]:
         """Each stratum's typical case, with the stability calls; a failure is searched again among
         every case on no more ranks than still fail it (``up_to``), and if not met there, within
         its stratum, and shrunk where it was met.  Strata are taken off ``layers`` as they run: a
@@ -472,9 +498,64 @@ class _Session:
                 # shrinking starts small, and takes half the steps (the catalogue's stratum failures)
                 fewest = self.fewest_ranks(failed, self.judge).case.world_size
                 world = fewest if fewest < layer.case.world_size else MAX_WORLD_SIZE  # no fewer: every case
-                return self._refind(layer.strategy, failed, found_by=f"the stratified examples ({layer.label})",
+                return self._refind(layer.strategy, failed, found_by=f"{source} ({layer.label})",
                                     anywhere=up_to(world))
         return []
+
+    def sweep(self, source: Iterator[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]],
+              budget: int, deadline: float | None) -> list[Finding]:
+        """Batches of ``source``'s cases until the deadline (else the budget) is spent or one fails: the fuzz engine.
+
+        The ranks run a batch's cases back to back and judge each themselves, the reference
+        computed there (:meth:`harness.pool.RankSets.run_batch`); only how many passed comes
+        back.  A batch that did not pass in full is run again the usual way, case by case up to
+        the one that failed (all of them where a fault hides which), as strata
+        (:meth:`_batch_failed`): the first to fail there is searched again, shrunk and confirmed
+        as a failing stratum is, so a finding, its minimal case and its repro are what the usual
+        search gives.  A batch whose failure no usual run shows is left: the batches go on.
+        """
+        size = FIRST_BATCH
+        pending: dict[tuple, list[strategies.Stratum]] = {}
+        batch = _next_batch(source, pending, size)
+        while time.monotonic() < deadline if deadline is not None else self.progress.searched < budget:
+            if deadline is None:
+                batch = batch[: max(1, budget - self.progress.searched)]
+            requests = tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
+                                        check_grad=layer.case.grad != "none", repeat=self._repeats(layer.case))
+                             for layer in batch)
+            following: list[list[strategies.Stratum]] = []
+            started = time.monotonic()
+            passed, history = self.pool.run_batch(BatchRequest(requests, bits=self.bits), timeout=self.config.timeout,
+                                                  meanwhile=lambda: following.append(_next_batch(source, pending, size)))
+            took = time.monotonic() - started
+            for layer in batch[: len(batch) if passed is None else passed]:
+                self.progress.seen.append((layer.case, None))
+            self.progress.examples += len(batch) if passed is None else passed
+            self.progress.current = batch[-1].case
+            if passed != len(batch):
+                found = self._batch_failed(batch if passed is None else batch[: passed + 1], history, up_to)
+                if found:
+                    return found
+            elif took < BATCH_TARGET_S:
+                size = min(MAX_BATCH, size * 2)
+            batch = following[0] if following else _next_batch(source, pending, size)
+            if self.on_example is not None:
+                self.on_example(self.progress)
+        return []
+
+    def _batch_failed(self, failing: list[strategies.Stratum], history: Sequence[tuple[Case, bool]],
+                      up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
+        """A batch that did not pass, run again the usual way as strata: from fresh ranks, then (where
+        that shows nothing) after what its ranks had run before it, as a history-dependent failure
+        needs; the first case to fail is searched again and shrunk (:meth:`strata`)."""
+        self.pool.fresh(failing[0].case)
+        found = self.strata(list(failing), up_to, source=BATCHES)
+        if found or not history:
+            return found
+        self.pool.fresh(failing[0].case)
+        for earlier, repeat in history:
+            self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
+        return self.strata(list(failing), up_to, source=BATCHES)
 
     def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
                 anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
@@ -570,6 +651,20 @@ class _Session:
             return violations
 
         return replay
+
+
+def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                size: int) -> list[strategies.Stratum]:
+    """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
+    groups made once); drawn ones of other keys wait in ``pending`` for their turn."""
+    while True:
+        layer = next(source)
+        case = layer.case
+        waiting = pending.setdefault((case.backend, case.device, case.world_size, case.layout()), [])
+        waiting.append(layer)
+        if len(waiting) >= size:
+            batch, waiting[:] = waiting[:size], waiting[size:]
+            return batch
 
 
 class _ShrinkClock:

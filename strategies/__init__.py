@@ -24,7 +24,7 @@ from harness.strategies._internal import (
     simplest_first,
     world_sizes,
 )
-from harness.strategies._strata import Stratum, covering_rows, strata
+from harness.strategies._strata import Stratum, covering_rows, random_strata, strata
 
 __all__ = [
     "MAX_WORLD_SIZE",
@@ -41,6 +41,7 @@ __all__ = [
     "lengths",
     "misuse_cases",
     "ragged_shapes",
+    "random_strata",
     "rank_specs",
     "simplest_first",
     "strata",

@@ -24,6 +24,7 @@ import functools
 import itertools
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -81,6 +82,25 @@ def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device:
         case = _built(contract, row, rng, backend, device, passes_group=n % 2 == 0)
         layers.append(Stratum(_label(row), case, _like(contract, row, backend, device), row))
     return layers
+
+
+def random_strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str,
+                  seed: int) -> Iterator[Stratum]:
+    """Strata without end for the fuzz engine's batches: a row of the schedule at random, built each
+    time with fresh randomness (lengths, sizes, dims, layouts dealt, value seeds).  Microseconds a
+    case, where a Hypothesis draw costs milliseconds: what keeps warm ranks busy.  A failure
+    among them is searched again and shrunk through its row's strategy, as a stratum's is."""
+    names = simplest_first(dtypes)
+    rows = covering_rows(tuple(Coverage.for_contract(contract, names).domain().items()), seed)
+    rng = random.Random(seed)
+    likes: dict[int, st.SearchStrategy[Case]] = {}
+    while True:
+        n = rng.randrange(len(rows))
+        row = rows[n]
+        case = _built(contract, row, rng, backend, device, passes_group=rng.random() < 0.5)
+        if n not in likes:
+            likes[n] = _like(contract, row, backend, device)
+        yield Stratum(_label(row), case, likes[n], row)
 
 
 @functools.cache
@@ -291,4 +311,4 @@ def _like(contract: Contract, row: dict[str, str], backend: str, device: str) ->
                  min_ndim=min_ndim, like=like)
 
 
-__all__ = ["Stratum", "covering_rows", "strata"]
+__all__ = ["Stratum", "covering_rows", "random_strata", "strata"]

@@ -47,6 +47,8 @@ RANK_SIDE = frozenset({
     "harness.variants.lucidrains", "harness.variants.neighbours", "harness.variants.padded",
     "harness.variants.plain", "harness.variants.relayouts",
     "harness.variants.torch_paths",
+    # the fuzz engine's batches are judged on the ranks (harness.rank.on_batch)
+    "harness.checks", "harness.reference",
 })
 #: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
 #: front ends and never imports one (:data:`FRONT_ENDS`), directly or through others: options are
@@ -83,10 +85,17 @@ def module_files() -> dict[str, Path]:
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``name`` imports anywhere in its body, lazily ones included."""
+    """The package's modules that ``name`` imports anywhere in its body, lazily ones included
+    (not those only a type checker reads, under ``if TYPE_CHECKING:``)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     edges: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+                   for statement in node.body for inner in ast.walk(statement)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             edges |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

@@ -1,0 +1,93 @@
+"""The fuzz engine's batches: cases judged on the ranks, and a failure handed to the usual search (issue 39).
+
+A batch of one layout's cases runs back to back on warm ranks, each judged there; only how many
+passed comes back (:meth:`harness.pool.RankSets.run_batch`).  Whatever a batch meets is run
+again the usual way (:meth:`harness.search._Session.sweep`), so a finding from a batch is the
+finding the usual search reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from harness.strategies import random_strata
+
+from harness.case import Case, RankSpec
+from harness.contract import Contract
+from harness.conventions import Call
+from harness.pool import Pool
+from harness.procedure import BatchRequest, RunRequest
+from harness.search import BATCHES, run_check
+
+CORRECT = "harness.ragged:all_gather_ragged"
+CALL = Call(name="all_gather_ragged", positional=(("dim", "dim"),))
+TIMEOUT_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with Pool(timeout=TIMEOUT_S) as pool:
+        yield pool
+
+
+def drawn(world: int, count: int, *, seed: int = 1, dtypes: tuple[str, ...] = ("float32", "int64", "float64")):
+    """``count`` cases of one layout on ``world`` ranks, as the batches draw them."""
+    contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(world, world), dtypes=dtypes)
+    source = random_strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
+    first = next(source).case
+    same = (layer.case for layer in source if layer.case.layout() == first.layout())
+    return [first, *itertools.islice(same, count - 1)]
+
+
+def batch(cases, target: str = CORRECT, repeat: bool = False) -> BatchRequest:
+    return BatchRequest(tuple(RunRequest(case=case, target=target, call=CALL, repeat=repeat) for case in cases))
+
+
+def test_a_batch_of_a_correct_gather_passes_and_becomes_its_ranks_history(pool: Pool) -> None:
+    cases = drawn(2, 24)
+    passed, _ = pool.run_batch(batch(cases, repeat=True))
+    assert passed == len(cases)
+    rank_set = pool.existing("gloo", "cpu", 2)
+    assert rank_set is not None and [case for case, _ in rank_set.history[-len(cases):]] == cases
+    again, history = pool.run_batch(batch(cases[:3]))
+    assert again == 3 and [case for case, _ in history[-len(cases):]] == cases  # the same warm ranks
+
+
+def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_replaced(pool: Pool) -> None:
+    """The planted bug narrows float64 to float32: only the float64 case fails, and the ranks, judging
+    each case themselves, stop there."""
+    cases = drawn(1, 12, dtypes=("float32",))
+    cases[7] = Case(ranks=(RankSpec((5, 2), values="random", seed=3),), dim=0, dtype="float64")
+    before = pool.existing("gloo", "cpu", 1)
+    passed, _ = pool.run_batch(batch(cases, target="tests.planted.bugs:float64_to_float32"))
+    assert passed == 7
+    assert before is None or before.broken
+    assert pool.run_batch(batch(cases[:7], target="tests.planted.bugs:float64_to_float32"))[0] == 7
+
+
+def test_a_fault_in_a_batch_leaves_which_case_unknown_and_replaces_the_ranks(pool: Pool) -> None:
+    passed, _ = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0)
+    assert passed is None
+    assert pool.run_batch(batch(drawn(2, 4)))[0] == 4  # fresh ranks, warm again
+
+
+@pytest.mark.slow
+def test_a_failure_only_a_long_run_meets_is_found_by_the_batches_as_the_usual_search_reports_it() -> None:
+    """Right for the first 300 calls in a rank process: the strata and Hypothesis make fewer, a
+    batch meets it; run again the usual way after the history of its ranks, it is a
+    history-dependent finding, shrunk and confirmed as the search's own are."""
+    contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(1, 1))
+    report = run_check("tests.planted.bugs:fails_after_many_calls", contract, duration_s=15.0, seed=5, batches=True)
+    [finding] = report.findings
+    assert (finding.property, finding.status) == ("values", "history-dependent")
+    assert finding.found_by.startswith(BATCHES)  # repro scripts are written by the command (api.execute)
+    assert finding.seen_after  # the cases its ranks had run: what the confirmation replayed it after
+
+
+@pytest.mark.slow
+def test_batches_of_a_correct_gather_pass_far_beyond_the_search_s_examples() -> None:
+    contract = Contract(ragged=True, dims="any", grad="sum", world_sizes=(1, 2))
+    report = run_check(CORRECT, contract, max_examples=1000, seed=2, batches=True)
+    assert report.verdict == "pass" and not report.unattributed
+    assert report.examples == 1000, report.examples
