@@ -36,7 +36,7 @@ from harness.errors import UsageError
 #: Per case: ranks not back after this long, and idle, are a hang.  The one default every front end
 #: and the engine share.
 DEFAULT_TIMEOUT_S = 10.0
-#: How many times its timeout a case whose ranks are still busy may take (:class:`harness.rankset.Watch`).
+#: How many times its timeout a case whose ranks are still busy may take (:class:`harness.watch.Watch`).
 PATIENCE = 5.0
 #: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a correct
 #: case takes milliseconds, and every hanging example costs this much, again at each shrink step.

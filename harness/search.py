@@ -203,7 +203,7 @@ class SearchSettings:
       ``duration_s`` replaces it with a time budget.
     - ``seed``: the search's seed (``None``: 0).
     - ``timeout``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
-      rather than stuck, get more: :class:`harness.rankset.Watch`).
+      rather than stuck, get more: :class:`harness.watch.Watch`).
     - ``probe_misuse``: also search out-of-contract input.
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
     - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking

@@ -51,8 +51,8 @@ RANK_SIDE = frozenset({
 #: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
 #: front ends and never imports one (:data:`FRONT_ENDS`), directly or through others: options are
 #: bound into a contract above it (``harness.api.bind``), and it is handed the result.
-POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.faults", "harness.machine", "harness.forkserver",
-                        "harness.remote_driver", "harness.capabilities"})
+POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.watch", "harness.faults", "harness.machine",
+                        "harness.forkserver", "harness.remote_driver", "harness.capabilities"})
 FRONT_ENDS = frozenset({"harness.api", "harness.arguments", "harness.cli", "harness.plugin"})
 #: What a module embedded in a repro script may import besides the other embedded modules.
 EMBEDDED_MAY_IMPORT = frozenset({"__future__", "torch"} | set(sys.stdlib_module_names))
