@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from .contract import COLLECTIVES, OUTPUTS
+from .contract import COLLECTIVES
+from .outputs import OUTPUTS
 from .values import make_values, normal, small_ints
 
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a

@@ -29,7 +29,8 @@ import torch
 
 from . import reference
 from .case import Case, make_input
-from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, OUTPUTS
+from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
+from .outputs import OUTPUTS
 from .procedure import RankResult
 
 if TYPE_CHECKING:

@@ -34,7 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, OUTPUTS, Contract
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, Contract
+from harness.outputs import OUTPUTS
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256

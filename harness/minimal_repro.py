@@ -26,9 +26,10 @@ import torch
 
 from harness.case import Case, make_cotangent, make_input
 from harness.checks import gradients_checked
-from harness.contract import COLLECTIVES, OUTPUTS
+from harness.contract import COLLECTIVES
 from harness.conventions import FIXED, SPLIT_ROLES, Call
 from harness.finding import Finding
+from harness.outputs import OUTPUTS
 from harness.procedure import split_sizes
 from harness.reference import ExpectedGrad, expected_grad, expected_output, expected_reduction
 from harness.targets import shown_target

@@ -26,12 +26,12 @@ from harness.contract import (
     DEVICES,
     GRAD_CONTRACTS,
     OUTPUT_OPTIONS,
-    OUTPUTS,
     literal_kwargs,
     parse_kwarg,
     parse_world_sizes,
 )
 from harness.errors import UsageError
+from harness.outputs import OUTPUTS
 
 #: Per case: ranks not back after this long, and idle, are a hang.  The one default every front end
 #: and the engine share.

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field, replace
 from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
-from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
+from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
+from harness.outputs import OUTPUTS
 from harness.pool import RankSets
 from harness.procedure import RankResult
 

@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from harness import case as case_module
-from harness import checks, conventions, errors, files, procedure
+from harness import checks, conventions, errors, files, outputs, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
 from harness import values as values_module
@@ -34,6 +34,7 @@ from harness.options import DEFAULT_TIMEOUT_S
 #: The modules a repro embeds, in the order they import each other (all relatively).
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
     ("errors", errors),
+    ("outputs", outputs),
     ("contract", contract_module),
     ("values", values_module),
     ("case", case_module),

@@ -33,10 +33,11 @@ from harness.case import (
     RankSpec,
 )
 from harness.case import recipes_for as case_recipes
-from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
+from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH, allowed
 from harness.errors import UsageError
+from harness.outputs import OUTPUTS
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
 

@@ -35,8 +35,9 @@ from harness import cli, repro
 from harness.case import Case, RankSpec
 from harness.checks import check_result
 from harness.contract import Contract
-from harness.conventions import Call, Misfit, detect_output, plan_call, read
+from harness.conventions import Call, Misfit, plan_call
 from harness.errors import UsageError
+from harness.outputs import detect_output, read
 from harness.procedure import RankResult
 from harness.search import Progress, run_check
 from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S

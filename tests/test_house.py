@@ -41,6 +41,7 @@ PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference
 #: module is the controller's, and no module here may import one, directly or through others.
 RANK_SIDE = frozenset({
     "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.values", "harness.conventions",
+    "harness.outputs",
     "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",

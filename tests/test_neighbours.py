@@ -17,8 +17,9 @@ from harness.reference import expected_grad, expected_output, expected_reduction
 from harness import minimal_repro, repro
 from harness.case import Case, RankSpec, make_cotangent, make_input
 from harness.contract import COLLECTIVES, Contract
-from harness.conventions import describe_result, plan_call
+from harness.conventions import plan_call
 from harness.errors import Misfit, UsageError
+from harness.outputs import describe_result
 from harness.search import Finding, run_check
 from harness.targets import load
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
