@@ -37,7 +37,8 @@ from harness.contract import Contract  # noqa: E402
 from harness.options import resolved  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import RankSets, shared_pool  # noqa: E402
-from harness.search import CheckReport, run_check  # noqa: E402
+from harness.results import CheckReport  # noqa: E402
+from harness.search import run_check  # noqa: E402
 
 MAX_RANKS = 3
 MAX_ELEMENTS = 2

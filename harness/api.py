@@ -7,7 +7,7 @@ Use it from another project's test suite::
     def test_my_gather():
         check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
 
-``check_gather`` returns the :class:`~harness.search.CheckReport` when no counterexample was
+``check_gather`` returns the :class:`~harness.results.CheckReport` when no counterexample was
 found and raises ``AssertionError`` whose text is the counterexample otherwise: its first line
 is the verdict (what broke, where, and the short repro to run), then the property violated,
 the minimal case, what each rank got versus the reference, the repro scripts, the seed and
@@ -52,7 +52,8 @@ from harness.options import command_line, default, resolved
 from harness.output import examples_text
 from harness.pool import RankSets, shared_pool
 from harness.probe import Probe, probe
-from harness.search import CheckReport, Progress, SearchSettings, run_check
+from harness.results import CheckReport, Progress
+from harness.search import SearchSettings, run_check
 from harness.strategies import simplest_first
 from harness.targets import shown_path, shown_target
 

@@ -47,7 +47,7 @@ from harness.options import resolved
 
 if TYPE_CHECKING:
     from harness.api import CheckOptions, Prepared
-    from harness.search import CheckReport
+    from harness.results import CheckReport
 
 #: The commands that start rank processes: the forkserver starts as soon as their arguments
 #: are known to be good, so that its imports overlap the command's own.

@@ -28,7 +28,7 @@ from harness.conventions import SPLIT_ROLES
 from harness.finding import Finding
 from harness.pool import RankSets
 from harness.procedure import RunRequest
-from harness.search import CheckReport
+from harness.results import CheckReport
 
 DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no gradient: add {which}"
 #: The gradient contracts the note offers: a gather's three, a reduce-scatter's or an all-to-all's adjoint.

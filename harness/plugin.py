@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from harness.api import CheckOptions
-    from harness.search import CheckReport
+    from harness.results import CheckReport
 
 TARGET_ENV = "GATHER_IMPL"
 _OPTIONS: pytest.StashKey[CheckOptions] = pytest.StashKey()

@@ -39,7 +39,8 @@ from harness.conventions import Call, Misfit, plan_call
 from harness.errors import UsageError
 from harness.outputs import detect_output, read
 from harness.procedure import RankResult
-from harness.search import Progress, run_check
+from harness.results import Progress
+from harness.search import run_check
 from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S
 from tests.planted import conventions as planted_conventions
 

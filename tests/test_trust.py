@@ -34,7 +34,8 @@ from harness.faults import Outcome
 from harness.finding import Finding, UnreproducedFaultWarning
 from harness.pool import Pool
 from harness.procedure import RankResult, record_error
-from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
+from harness.results import CheckReport
+from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
 from harness.variants import by_name
 from tests.budgets import SCRIPT_TIMEOUT_S
 
