@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from harness import case as case_module
-from harness import checks, conventions, errors, files, outputs, procedure
+from harness import checks, compare, conventions, errors, files, outputs, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
 from harness import values as values_module
@@ -41,6 +41,7 @@ EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
     ("conventions", conventions),
     ("procedure", procedure),
     ("reference", reference_module),
+    ("compare", compare),
     ("checks", checks),
 )
 

@@ -41,13 +41,13 @@ from harness.case import Case
 from harness.checks import (
     IN_PLACE_NOTE,
     PROPERTIES,
-    Violation,
     check_misuse,
     check_outcome,
     matching_contracts,
     outcome_notes,
     precompute_reference,
 )
+from harness.compare import Violation
 from harness.contract import MAX_WORLD_SIZE, Contract
 from harness.conventions import Call
 from harness.coverage import Coverage

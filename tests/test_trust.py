@@ -27,7 +27,8 @@ from benchmarks import concurrency, shrinking
 from harness import capabilities, catalogue_report, cli, confirm, hints, repro, search, strategies
 from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
-from harness.checks import Violation, check_outcome
+from harness.checks import check_outcome
+from harness.compare import Violation
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.faults import Outcome
