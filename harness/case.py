@@ -18,7 +18,9 @@ which torch assigns in ascending global rank, so every per-rank quantity (the re
 shape, a rank's offset) is taken within the rank's group: :meth:`Case.members`.
 
 This module is embedded in repro scripts: it imports only torch, the standard library and the
-other embedded modules (``contract``, ``values``), relatively.
+other embedded modules (``contract``, ``values``), relatively.  Its length is one concern's: :class:`Case`
+says every collective's shapes, slots and groups, and the layouts rebuild its tensors from them;
+the value recipes are :mod:`harness.values`.
 """
 
 from __future__ import annotations

@@ -51,6 +51,9 @@ argument and stops (exit 2).
 A target that fits no convention raises :class:`Misfit` with one line saying what came
 back and what would fit; the harness turns that into exit status 2, never a finding.
 
+Its length is one concern's: planning the call, every role bound by name (:class:`_Planner`);
+reading a result is :mod:`harness.outputs`.
+
 This module is embedded in repro scripts: it imports only torch and the standard library.
 """
 

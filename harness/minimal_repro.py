@@ -13,7 +13,8 @@ status 1: it reproduces; 0: every rank got what it should.
 The script is written for its case, as straight-line code: the layouts it does not use,
 groups, the backward pass, the further calls and the earlier cases of a history-dependent
 finding appear only when they matter.  ``tests/test_repro.py`` runs it for a planted bug of
-every property, and for a correct gather.
+every property, and for a correct gather.  One concern, one script: :class:`_Script` writes each stage,
+and the functions after it only spell a case, a call or a launcher in plain torch.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ catalogue report.  A search runs in three steps:
 Calls of the target are costly, so the companion and repeat calls of the stability
 properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
 case itself, so a replay makes the same calls), and on every example once something failed.
+
+One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`_ShrinkClock`)
+share one session's state; what a search hands back is :mod:`harness.results`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ its per-rank lengths first (one list whose size *is* the world size, so the shri
 whole ranks), then its other dims (a list too), dim, dtype and per-rank recipes.  So a
 failing case shrinks toward the smallest world, the fewest dims, the shortest lengths,
 ``float32`` and contiguous ``iota`` inputs with ``ints`` cotangents.
+
+One module, as the strategies build on each other in order (lengths, shapes, rank specs, cases,
+misuse cases); the strata's schedule over them is :mod:`harness.strategies._strata`.
 """
 
 from __future__ import annotations
