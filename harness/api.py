@@ -100,8 +100,8 @@ class CheckOptions:
                 "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
                 "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
-                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backends[0],
-                "device": contract.devices[0], "world_sizes": contract.world_sizes,
+                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backend,
+                "device": contract.device, "world_sizes": contract.world_sizes,
                 "max_examples": self.max_examples, "duration": self.duration_s, "seed": self.seed,
                 "timeout": self.timeout, "profile": self.profile, "probe_misuse": self.probe_misuse}
 
@@ -330,7 +330,7 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
     """The ranks of a torchrun job (``--listen``), serving cases of ``contract``."""
     from harness.remote_driver import RemotePool
 
-    return RemotePool(listen, backend=contract.backends[0], device=contract.devices[0],
+    return RemotePool(listen, backend=contract.backend, device=contract.device,
                       world_size=contract.world_sizes[0], timeout=timeout, connect_timeout=connect_timeout,
                       address_file=address_file)
 
@@ -342,7 +342,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     :class:`~harness.errors.Misfit` when no calling convention fits it, and
     :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
     """
-    backend, device = options.contract.backends[0], options.contract.devices[0]
+    backend, device = options.contract.backend, options.contract.device
     caps = capabilities.measure(pool, backend, device)
     missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))
     named = {part.strip() for part in options.dtype_text.split(",")} - set(DTYPE_GROUPS)

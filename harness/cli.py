@@ -218,7 +218,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     lines = [
         f"gather-harness check {options.target}",
         f"  contract: {contract.describe()}",
-        f"  {contract.backends[0]}/{contract.devices[0]}, world sizes {low}-{high}, profile {options.profile} "
+        f"  {contract.backend}/{contract.device}, world sizes {low}-{high}, profile {options.profile} "
         f"({budget}), seed {options.seed}, timeout {options.timeout:g} s per case",
         f"  called as {prepared.probe.convention.describe()}",
     ]

@@ -293,6 +293,16 @@ class Contract:
                              f"{'-'.join(map(str, self.ndims or NDIMS))} dims has them as two different dims")
 
     @property
+    def backend(self) -> str:
+        """The backend a check runs on: the first of :attr:`backends`."""
+        return self.backends[0]
+
+    @property
+    def device(self) -> str:
+        """The device a check runs on: the first of :attr:`devices`."""
+        return self.devices[0]
+
+    @property
     def relayout(self) -> bool:
         """An all-to-all that scatters one dim and gathers the pieces along another (``--scatter-dim``,
         ``--gather-dim``): sequence-parallel attention's heads-for-sequence exchange."""

@@ -132,7 +132,7 @@ def page_header(report: CheckReport, **extra: object) -> dict[str, str]:
         "target": report.target,
         "contract": contract.describe(),
         "called as": report.convention.describe() if report.convention else "",
-        "backend/device": f"{contract.backends[0]}/{contract.devices[0]}",
+        "backend/device": f"{contract.backend}/{contract.device}",
         "world sizes": f"{contract.world_sizes[0]}-{contract.world_sizes[1]}",
         "torch": torch.__version__,
         "seed": str(report.seed),

@@ -110,7 +110,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
 
 def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
     return pool.call(contract.world_sizes[0], PLAN_TARGET, target, bool(contract.groups),
-                     contract.kwargs, contract.kind.roles, backend=contract.backends[0], device=contract.devices[0],
+                     contract.kwargs, contract.kind.roles, backend=contract.backend, device=contract.device,
                      timeout=IMPORT_TIMEOUT_S)
 
 
@@ -318,8 +318,8 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
         rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
     else:  # a gather's input, a reduce-scatter's slot
         rank = RankSpec(PROBE_SHAPE)
-    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backends[0],
-                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
+    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backend,
+                device=contract.device, groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, op=contract.op)
 
 
@@ -333,8 +333,8 @@ def _relayout_probe_case(contract: Contract, world: int, dtype: str, output: str
     shape = [2] * ndim
     shape[gather % ndim], shape[scatter % ndim] = PROBE_SHAPE[0], 2 * world
     rank = RankSpec(tuple(shape), splits=(2,) * world)
-    return Case(ranks=(rank,) * world, dim=gather, dtype=dtype, grad="none", backend=contract.backends[0],
-                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
+    return Case(ranks=(rank,) * world, dim=gather, dtype=dtype, grad="none", backend=contract.backend,
+                device=contract.device, groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, scatter_dim=scatter)
 
 

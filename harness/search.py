@@ -156,7 +156,7 @@ def run_check(
     """
     search = replace(search or SearchSettings(), **changes)
     pool = pool or shared_pool()
-    backend, device = contract.backends[0], contract.devices[0]
+    backend, device = contract.backend, contract.device
     caps = capabilities.measure(pool, backend, device)
     dtypes = caps.drawable(contract.dtypes)
     started = time.monotonic()
