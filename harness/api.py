@@ -377,13 +377,13 @@ def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None
     for finding in report.findings:
         finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
             pool, options.target, report.contract, finding, options.timeout)) if hint]
-    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
+    for misuse, findings in ((False, report.findings), (True, report.misuse_findings)):
         for finding in findings:
             faithful = repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
-                                   out_of_contract=out_of_contract)
+                                   misuse=misuse)
             finding.repro = str(faithful)
             finding.minimal_repro = str(minimal_repro.write(finding, repro.absolute_target(report.target), faithful,
-                                                            timeout=options.timeout, out_of_contract=out_of_contract))
+                                                            timeout=options.timeout, misuse=misuse))
 
 
 def profile_settings(name: str | None) -> settings:

@@ -106,7 +106,7 @@ class Case:
     - ``groups``: the group layout (see the module docstring); ``()`` calls without a group.
     - ``output``: how the target's result reads; ``stack`` results allow 0-d inputs (then
       ``dim`` is 0), and only equal shapes within a group can be stacked (a ragged ``stack``
-      case exists only as a misuse probe, where every rank must raise).
+      case exists only as a misuse case, where every rank must raise).
     - ``world_group``: a target whose group parameter is optional is given the world group
       (``group=WORLD`` in the case line) instead of being called without it; cases without a
       layout only.  It is part of the case, so a replay or a repro makes the same call.

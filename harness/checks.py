@@ -290,7 +290,7 @@ def check_device(what: str, got: str | None, want: str, r: int, *, prop: str = "
 
 
 def check_misuse(outcome: Outcome) -> list[Violation]:
-    """An out-of-contract case: every rank must raise in time, or the answer must be right."""
+    """A misuse case (out-of-contract input): every rank must raise in time, or the answer must be right."""
     if outcome.fault:
         return [Violation("misuse", outcome.fault, None, outcome.describe_fault())]
     results = [res for res in outcome.results if res is not None and not res.idle]
@@ -304,7 +304,7 @@ def check_misuse(outcome: Outcome) -> list[Violation]:
 
 
 def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
-    """One rank that returned from an out-of-contract case: its answer must be right (values, not bits)."""
+    """One rank that returned from a misuse case: its answer must be right (values, not bits)."""
     r = result.rank
     if OUTPUTS[case.output].stacked and case.is_ragged:
         return [Violation("misuse", "wrong-answer", r,

@@ -253,8 +253,8 @@ def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared
 
 def _misuse_summary(result: CheckReport) -> str:
     if not result.misuse_examples:
-        return "misuse probes: none; the contract leaves no out-of-contract input to probe"
+        return "misuse cases: none; the contract leaves no out-of-contract input to try"
     if not result.misuse_findings:
-        return (f"misuse probes: {result.misuse_examples} out-of-contract examples, each raised in time on every "
+        return (f"misuse cases: {result.misuse_examples} examples, each raised in time on every "
                 f"rank or answered right")
-    return f"\nout of contract (--probe-misuse), {result.misuse_examples} examples:"
+    return f"\nmisuse cases (--probe-misuse), {result.misuse_examples} examples:"

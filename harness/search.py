@@ -111,7 +111,7 @@ class SearchSettings:
     - ``seed``: the search's seed (``None``: 0).
     - ``timeout``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
       rather than stuck, get more: :class:`harness.watch.Watch`).
-    - ``probe_misuse``: also search out-of-contract input.
+    - ``probe_misuse``: also search misuse cases (out-of-contract input).
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
     - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
       (see :meth:`_Session.search`).
@@ -200,7 +200,7 @@ def run_check(
     report.unattributed = session.unattributed
     if search.probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, contract.bits, search,
-                          profiles.keyed(active, b"misuse"), on_example, None, out_of_contract=True)
+                          profiles.keyed(active, b"misuse"), on_example, None, misuse=True)
         deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
         report.misuse_findings = misuse.find(
             [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
@@ -231,8 +231,8 @@ class _Session:
     progress: Progress = field(default_factory=Progress)
     #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
     leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
-    #: Misuse probes: replays judge a case out of contract (every rank must raise in time).
-    out_of_contract: bool = False
+    #: A misuse search: replays judge a case as misuse (every rank must raise in time).
+    misuse: bool = False
     failing: bool = False
     last: Outcome | None = None
     #: Notes on what the cases showed without breaking a property (:func:`harness.checks.outcome_notes`).
@@ -333,7 +333,7 @@ class _Session:
         cannot drop a rank together with its place in a group layout, nor trade two short ranks
         for one long one; a hang, crash or desync is left as found, since every try of one waits
         for a timeout or a fresh rank set."""
-        if finding.kind in _STALLS or self.out_of_contract:  # a misuse case with a rank fewer may be in contract
+        if finding.kind in _STALLS or self.misuse:  # a misuse case with a rank fewer may be in contract
             return finding
         self.failing = True  # the stability calls, as while shrinking
         smaller = finding
@@ -462,16 +462,16 @@ class _Session:
 
     # -- replays for the confirmation -------------------------------------------------------------------
     def replayer(self) -> confirm.Replay:
-        """Run a case on fresh ranks after a history, and judge it alone (in or out of contract)."""
-        out_of_contract = self.out_of_contract
+        """Run a case on fresh ranks after a history, and judge it alone (in contract, or as misuse)."""
+        misuse = self.misuse
 
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)
             for earlier, repeat in history:
                 self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
-            outcome = self.pool.run(case, self.target, call=self.call, repeat=not out_of_contract,
+            outcome = self.pool.run(case, self.target, call=self.call, repeat=not misuse,
                                     timeout=self.config.timeout)
-            violations = check_misuse(outcome) if out_of_contract else check_outcome(outcome, bits=self.bits)
+            violations = check_misuse(outcome) if misuse else check_outcome(outcome, bits=self.bits)
             if violations and not outcome.fault:
                 self.pool.after_failure(outcome)
             return violations

@@ -83,7 +83,7 @@ _SEEDS = st.integers(0, 2**32 - 1)
 _DIMS_OPTIONS = ("0", "any", "nonzero")
 #: The dims of drawn cases: 1-d up to 4-d.
 _NDIM = (1, 4)
-#: The ways a case can fall outside a contract, in the order misuse probes try them.
+#: The ways a case can fall outside a contract, in the order misuse cases try them.
 _MISUSE_KINDS = ("ragged", "dim", "dtype")
 
 Ex = TypeVar("Ex")
@@ -718,7 +718,7 @@ def _misuse_kinds(contract: Contract, supported: tuple[str, ...]) -> tuple[str, 
     possible = {
         "ragged": not contract.ragged and contract.world_sizes[1] >= 2 and usable,
         "dim": contract.dims == "0" and usable,
-        "dtype": bool(_out_of_contract_dtypes(contract)),
+        "dtype": bool(_misuse_dtypes(contract)),
     }
     return tuple(kind for kind in _MISUSE_KINDS if possible[kind])
 
@@ -740,7 +740,7 @@ def _in_contract_dtypes(contract: Contract, supported: tuple[str, ...]) -> tuple
     return simplest_first(tuple(name for name in contract.dtypes if name in supported))
 
 
-def _out_of_contract_dtypes(contract: Contract) -> tuple[str, ...]:
+def _misuse_dtypes(contract: Contract) -> tuple[str, ...]:
     """Every dtype the variant does not claim, whether or not the backend can carry it:
     either way every rank must raise."""
     return tuple(name for name in SIMPLEST_DTYPES if name not in contract.dtypes)
@@ -775,7 +775,7 @@ def misuse_cases(
         raise UsageError(_nothing_to_probe(contract))
     target = _check_target(backend, device)
     return st.one_of(
-        [_as_drawn(_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
+        [_as_drawn(_cases(*_misuse_case(kind, contract, supported, max_length, max_elements), "none", *target,
                           output=contract.read_as.name, groups=contract.groups),
                    contract.with_(ragged=contract.ragged or kind == "ragged")) for kind in kinds]
     )
@@ -786,7 +786,7 @@ def _as_drawn(drawn: st.SearchStrategy[Case], contract: Contract) -> st.SearchSt
     return drawn if contract.collective == "gather" else drawn.map(functools.partial(as_collective, contract=contract))
 
 
-def _misuse_probe(
+def _misuse_case(
     kind: str, contract: Contract, supported: tuple[str, ...], max_length: int, max_elements: int
 ) -> tuple[st.SearchStrategy[tuple[RaggedShapes, tuple[RankTraits, ...]]], tuple[str, ...]]:
     """Shapes (with rank traits) and dtype names for a ``kind`` probe: out of the contract in that way only."""
@@ -797,7 +797,7 @@ def _misuse_probe(
     elif kind == "dim":
         dims = "nonzero"
     else:
-        names = _out_of_contract_dtypes(contract)
+        names = _misuse_dtypes(contract)
     ndims = contract.ndim_range or _NDIM
     if dims == "nonzero":
         ndims = (max(ndims[0], 2), max(ndims[1], 2))

@@ -221,7 +221,7 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     for target, code in (("harness.ragged:reduce_scatter_sum", 0), ("tests.planted.neighbours:rs_wrong_slot", 1)):
         finding = Finding("values", "mismatch", replace(case, grad="none"), "(planted)", [],
                           call=plan_call(load(target), roles=ROLES["reduce-scatter"]))
-        path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout=10, out_of_contract=False)
+        path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout=10, misuse=False)
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == code and "within" in path.read_text(), done.stdout + done.stderr
 
@@ -246,7 +246,7 @@ def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop
     finding = Finding(prop, "mismatch", case, "(planted)", [], call=plan_call(load(target), roles=ROLES[
         case.collective]))
     faithful = repro.write(finding, target, tmp_path, timeout=10)
-    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=False)):
+    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout=10, misuse=False)):
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "reproduces" in done.stdout, done.stdout + done.stderr
 
