@@ -16,7 +16,7 @@ gradient contract, an in-place write into the input) are issued as :class:`Gathe
 warnings, and a hang or crash that no replay reproduced as an
 :class:`~harness.finding.UnreproducedFaultWarning`: it is not a counterexample.  pytest lists
 both in its warnings summary.  When the harness itself cannot run (ranks that will not start,
-its capability probe failing twice) it raises :class:`~harness.errors.PoolError`, never
+its capability measurement failing twice) it raises :class:`~harness.errors.PoolError`, never
 ``AssertionError``.  The target is always imported by a rank process, never by the caller's
 process, so a gather that hangs or aborts cannot take the test run down with it.
 

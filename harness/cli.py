@@ -8,7 +8,7 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 - 2: the target could not be loaded or the arguments are wrong: one line on stderr, nothing
   else (argparse's usage dump is replaced, tracebacks are never shown);
 - 3 (added): the harness itself could not run (the rank pool did not start twice, its
-  capability probe failed twice, or its own code failed): one ``harness error:`` line saying
+  capability measurement failed twice, or its own code failed): one ``harness error:`` line saying
   what failed and what to try;
 - 130 (added): interrupted.
 

@@ -208,7 +208,7 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
 
 
 def on_call(log: CollectiveLog, payload: dict) -> RankResult:
-    """Call a helper function on every rank (capability probes, raw benchmarks)."""
+    """Call a helper function on every rank (capability measurements, raw benchmarks)."""
     log.reset()
     result = RankResult(rank=dist.get_rank() if dist.is_initialized() else 0)
     try:

@@ -206,7 +206,7 @@ class RemotePool(RankSets):
     - ``address_file``: also write the address there (for scripts and shared file systems).
 
     ``call`` runs on all the job's ranks whatever world size it names: helpers such as the
-    capability probe work at any size.
+    capability measurement work at any size.
     """
 
     def __init__(self, listen: str = "127.0.0.1:0", *, backend: str = "gloo", device: str = "cpu",

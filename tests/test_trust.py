@@ -249,23 +249,23 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
 # -- the harness's own failures: retried where safe, then exit 3 with one line -------------------------
 
 
-def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
+def test_a_capability_measurement_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies")
+    monkeypatch.setattr(capabilities, "MEASURE_TARGET", "tests.planted.faults:measurement_dies")
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1, err
-    assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
-                          "calling tests.planted.faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+    assert err.startswith("harness error: the capability measurement of gloo/cpu failed 2 times, each on fresh ranks (last: "
+                          "calling tests.planted.faults:measurement_dies on a gloo/cpu set of 2: rank 0 died: exited with "
                           "status 9"), err
 
 
-def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
-    monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
+def test_a_capability_measurement_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rank killed during the measurement by a crowded machine looks like: the second try measures."""
+    monkeypatch.chdir(tmp_path)  # where the planted measurement keeps its marker (ranks start here)
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies_once")
+    monkeypatch.setattr(capabilities, "MEASURE_TARGET", "tests.planted.faults:measurement_dies_once")
     with Pool(timeout=5.0) as fresh:
         assert capabilities.measure(fresh).supports("float32")
     assert (tmp_path / "planted-hiccup.done").exists()
