@@ -50,7 +50,7 @@ def run_arm(pool: Pool, checks: int, examples: int, timeout: float) -> tuple[int
     done = run = found = aside = 0
     for seed in range(checks):
         for target, contract in TARGETS:
-            report = run_check(target, contract, max_examples=examples, timeout=timeout, pool=pool, seed=seed)
+            report = run_check(target, contract, max_examples=examples, timeout_s=timeout, pool=pool, seed=seed)
             done, run = done + 1, run + report.examples
             found, aside = found + len(report.findings), aside + len(report.unattributed)
             for finding in report.findings:

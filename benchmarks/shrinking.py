@@ -57,7 +57,7 @@ SCENARIOS: dict[str, tuple[str, Contract]] = {
 def check(pool: RankSets, scenario: str, seed: int) -> CheckReport:
     """One scenario under one seed, as from an empty directory."""
     target, contract = SCENARIOS[scenario]
-    return run_check(target, contract, max_examples=EXAMPLES, seed=seed, pool=pool, timeout=10.0,
+    return run_check(target, contract, max_examples=EXAMPLES, seed=seed, pool=pool, timeout_s=10.0,
                      base_settings=profile_settings("ci"))
 
 

@@ -108,7 +108,7 @@ class CheckOptions:
     def search_settings(self) -> SearchSettings:
         """What the engine needs of these options, the profile's Hypothesis settings included."""
         return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
-                              timeout=self.timeout, probe_misuse=self.probe_misuse,
+                              timeout_s=self.timeout, probe_misuse=self.probe_misuse,
                               base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
                               shrink_fault_steps=self.shrink_fault_steps, max_shrink_steps=self.max_shrink_steps,
                               track_semantics=self.track_semantics)
@@ -353,7 +353,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
             f"{torch.__version__} (it can: {', '.join(caps.gather_dtypes())}); drop it, or use a group such as all"
         )
     dtype = simplest_first(caps.drawable(options.contract.dtypes))[0]
-    found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
+    found = probe(pool, options.target, options.contract, dtype, timeout_s=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
     found.advice += [note] if note else []
     return Prepared(missing, found, caps.refusal(missing, options.contract.collective) if missing else "")
@@ -379,11 +379,11 @@ def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None
             pool, options.target, report.contract, finding, options.timeout)) if hint]
     for misuse, findings in ((False, report.findings), (True, report.misuse_findings)):
         for finding in findings:
-            faithful = repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
+            faithful = repro.write(finding, report.target, options.repro_dir, timeout_s=options.timeout,
                                    misuse=misuse)
             finding.repro = str(faithful)
             finding.minimal_repro = str(minimal_repro.write(finding, repro.absolute_target(report.target), faithful,
-                                                            timeout=options.timeout, misuse=misuse))
+                                                            timeout_s=options.timeout, misuse=misuse))
 
 
 def profile_settings(name: str | None) -> settings:

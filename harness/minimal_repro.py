@@ -53,14 +53,14 @@ def path_for(faithful: Path) -> Path:
     return faithful.with_name(f"{faithful.stem}_minimal.py")
 
 
-def write(finding: Finding, target: str, faithful: Path, *, timeout: float, misuse: bool) -> Path:
+def write(finding: Finding, target: str, faithful: Path, *, timeout_s: float, misuse: bool) -> Path:
     """Write the minimal script beside ``faithful`` (same target, same case); return its path."""
     path = path_for(faithful)
-    path.write_text(render(finding, target, faithful.name, path.name, timeout, misuse))
+    path.write_text(render(finding, target, faithful.name, path.name, timeout_s, misuse))
     return path
 
 
-def render(finding: Finding, target: str, faithful: str, name: str, timeout: float, misuse: bool) -> str:
+def render(finding: Finding, target: str, faithful: str, name: str, timeout_s: float, misuse: bool) -> str:
     """The script's text."""
     script = _Script(finding, misuse)
     body = script.rank_body()
@@ -83,7 +83,7 @@ def render(finding: Finding, target: str, faithful: str, name: str, timeout: flo
         "def rank_main(rank):",
         *(["    torch.cuda.set_device(rank % torch.cuda.device_count())  # the harness pins rank r to its GPU"]
           if finding.case.device == "cuda" else []),
-        f"    faulthandler.dump_traceback_later({float(timeout)!r} + rank / 4, exit=True)  # a hang ends: stack, exit 1",
+        f"    faulthandler.dump_traceback_later({float(timeout_s)!r} + rank / 4, exit=True)  # a hang ends: stack, exit 1",
         *body,
         "",
         "",

@@ -83,10 +83,10 @@ class RankSet:
         self.groups: set[tuple[int, ...]] = set()
 
     # -- life cycle -------------------------------------------------------------------------
-    def start(self, timeout: float) -> None:
+    def start(self, timeout_s: float) -> None:
         """Start the ranks and wait until every one has joined the group."""
         self.spawn()
-        self.await_ready(timeout)
+        self.await_ready(timeout_s)
 
     def spawn(self, *, background: bool = False) -> None:
         """Start the rank processes; they join their group on their own (see :meth:`await_ready`).
@@ -110,19 +110,19 @@ class RankSet:
             self.spawner.join()
             self.spawner = None
 
-    def await_ready(self, timeout: float) -> None:
+    def await_ready(self, timeout_s: float) -> None:
         """Wait for every rank's ``ready``; raise :class:`PoolError` naming one that did not come."""
         if self.ready:
             return
         self._await_spawner()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_s
         for r, conn in enumerate(self.conns):
             if not self._wait_ready(r, conn, deadline):
                 tail = file_tail(self.logs[r], 0)
                 self.kill()
                 raise PoolError(
                     f"rank {r} of a {self.backend}/{self.device} group of {self.world_size} did not start "
-                    f"within {timeout:.0f}s{': ' + tail.strip() if tail.strip() else ''}"
+                    f"within {timeout_s:.0f}s{': ' + tail.strip() if tail.strip() else ''}"
                 )
         self.ready = True
         self.startup_s = time.perf_counter() - self.spawned_at
@@ -215,7 +215,7 @@ class RankSet:
                 os.unlink(path)
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
+    def run(self, request: RunRequest, timeout_s: float, *, diagnose: bool = True,
             meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run one case; after a fault, a leak, or with its groups out of step the set is dropped.
 
@@ -231,7 +231,7 @@ class RankSet:
             request, self.reload_next, self.history = replace(request, reload=True), False, []
         log_offsets = [file_size(path) for path in self.logs]
         layout = request.case.layout()
-        results = self._exchange("run", request, timeout, layout, meanwhile)
+        results = self._exchange("run", request, timeout_s, layout, meanwhile)
         outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = Ledgers(self.last, layout)
         outcome.fault, outcome.desync = classify(results, self._dead(), ledgers)
@@ -264,16 +264,16 @@ class RankSet:
             raise RankCallFailed(what, "; ".join(failed) or "the ranks disagree on the groups made", died=False)
         self.groups.update(case.groups)
 
-    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult]:
+    def call(self, target: str, args: tuple, timeout_s: float) -> list[RankResult]:
         """Call ``target(*args)`` on every rank; :class:`RankCallFailed` says how a rank that did
         not return ended (exit status or signal and its last words, or where it was stuck)."""
         log_offsets = [file_size(path) for path in self.logs]
-        results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
+        results = self._exchange("call", {"target": target, "args": args}, timeout_s, (tuple(range(self.world_size)),))
         returned = [res for res in results if res is not None]
         if len(returned) < len(results):
             dead = self._dead()
             why = [self._death(r, self._last(r), log_offsets).headline() if dead[r]
-                   else f"rank {r} still running after {timeout:g} s; last collective entered: {self._last(r)}"
+                   else f"rank {r} still running after {timeout_s:g} s; last collective entered: {self._last(r)}"
                    for r, res in enumerate(results) if res is None]
             self.kill()
             raise RankCallFailed(f"calling {target} on a {self.backend}/{self.device} set of {self.world_size}",
@@ -282,7 +282,7 @@ class RankSet:
             self.kill()
         return returned
 
-    def _exchange(self, name: str, payload: Any, timeout: float, layout: tuple[tuple[int, ...], ...],
+    def _exchange(self, name: str, payload: Any, timeout_s: float, layout: tuple[tuple[int, ...], ...],
                   meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
         """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
@@ -291,7 +291,7 @@ class RankSet:
         that a finished peer never entered, will never finish, so it stops at once.  Once a
         rank raises or dies the others get :data:`GRACE_S` more, or less once they are seen idle
         (:meth:`Watch.settled`).  Only a rank stuck outside
-        any collective costs the whole ``timeout``.
+        any collective costs the whole ``timeout_s``.
         """
         message = encode(name, payload)
         for r in range(self.world_size):
@@ -305,9 +305,9 @@ class RankSet:
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = self._sentinels()
         started = time.monotonic()
-        deadline = started + timeout
+        deadline = started + timeout_s
         ledgers = Ledgers(self.last, layout)
-        self.watch = watch = Watch(self._usage, started, timeout)
+        self.watch = watch = Watch(self._usage, started, timeout_s)
         ended = False  # a rank has raised or died: the others have the grace
         while pending:
             now = time.monotonic()

@@ -46,7 +46,7 @@ EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
 )
 
 
-def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT_S,
+def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           misuse: bool = False) -> Path:
     """Write ``<directory>/<target>/<property>.py`` for ``finding``; return its absolute path.
 
@@ -54,11 +54,11 @@ def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeou
 
     - ``target``: the selector the finding came from; a file target is made absolute so the
       script runs from any directory, a module target is found via the current directory.
-    - ``timeout``: seconds each rank may spend on the case before its watchdog ends it.
+    - ``timeout_s``: seconds each rank may spend on the case before its watchdog ends it.
     - ``misuse``: the case is a misuse case, so raising on every rank is the right answer.
     """
     path = files.repro_path(directory, target, finding.property).resolve()
-    files.write_atomically(path, render(finding, absolute_target(target), path.name, timeout, misuse))
+    files.write_atomically(path, render(finding, absolute_target(target), path.name, timeout_s, misuse))
     return path
 
 
@@ -68,7 +68,7 @@ def absolute_target(target: str) -> str:
     return f"{os.path.abspath(module)}:{attr}" if module.endswith(".py") else target
 
 
-def render(finding: Finding, target: str, name: str, timeout: float, misuse: bool) -> str:
+def render(finding: Finding, target: str, name: str, timeout_s: float, misuse: bool) -> str:
     """The script's text (see :data:`_SCRIPT`)."""
     world = finding.case.world_size
     history = [{"case": case.to_dict(), "repeat": repeat} for case, repeat in finding.history]
@@ -90,7 +90,7 @@ def render(finding: Finding, target: str, name: str, timeout: float, misuse: boo
         bits=repr(finding.bits),
         property=repr(finding.property),
         misuse=repr(misuse),
-        timeout=repr(float(timeout)),
+        timeout_s=repr(float(timeout_s)),
         sources="\n".join(f"    {module_name!r}: {_literal(inspect.getsource(module))}," for module_name, module in EMBEDDED),
     )
 
@@ -149,7 +149,7 @@ BITS = ${bits}
 PROPERTY = ${property}
 #: True: the case is outside the variant's contract, and every rank raising is the right answer.
 MISUSE = ${misuse}
-TIMEOUT_S = ${timeout}
+TIMEOUT_S = ${timeout_s}
 STARTUP_TIMEOUT_S = 120.0
 #: Exit statuses of a rank: 0 matched, 1 a property broke, 3 stuck, 4 raised (right out of contract).
 MATCHED, BROKE, STUCK, RAISED = 0, 1, 3, 4

@@ -109,7 +109,7 @@ class SearchSettings:
     - ``max_examples`` (default: the profile's) counts strata and drawn examples together;
       ``duration_s`` replaces it with a time budget.
     - ``seed``: the search's seed (``None``: 0).
-    - ``timeout``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
+    - ``timeout_s``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
       rather than stuck, get more: :class:`harness.watch.Watch`).
     - ``probe_misuse``: also search misuse cases (out-of-contract input).
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
@@ -126,7 +126,7 @@ class SearchSettings:
     max_examples: int | None = None
     duration_s: float | None = None
     seed: int | None = None
-    timeout: float = DEFAULT_TIMEOUT_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
     probe_misuse: bool = False
     base_settings: settings | None = None
     shrink_budget_s: float = 30.0
@@ -161,7 +161,7 @@ def run_check(
     dtypes = caps.drawable(contract.dtypes)
     started = time.monotonic()
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
-                                 timeout=search.timeout)
+                                 timeout_s=search.timeout_s)
     contract = probed.contract
     report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention,
                          notes=[*probed.notes, *probed.advice], call_notes=tuple(probed.notes),
@@ -261,7 +261,7 @@ class _Session:
     def _run(self, case: Case, repeat: bool) -> Outcome:
         self.progress.examples += 1
         self.progress.current = case
-        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout,
+        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s,
                                   diagnose=False,  # the confirmation's replay collects stacks and logs
                                   meanwhile=functools.partial(precompute_reference, case, stability=repeat))
         return self.last
@@ -468,9 +468,9 @@ class _Session:
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)
             for earlier, repeat in history:
-                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
             outcome = self.pool.run(case, self.target, call=self.call, repeat=not misuse,
-                                    timeout=self.config.timeout)
+                                    timeout=self.config.timeout_s)
             violations = check_misuse(outcome) if misuse else check_outcome(outcome, bits=self.bits)
             if violations and not outcome.fault:
                 self.pool.after_failure(outcome)

@@ -65,10 +65,10 @@ class Watch:
     more than its timeout).
     """
 
-    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout: float) -> None:
+    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout_s: float) -> None:
         self.look = look
-        self.started, self.timeout = started, timeout
-        self.cap = started + max(timeout * PATIENCE, timeout + 2 * WINDOW_S)
+        self.started, self.timeout_s = started, timeout_s
+        self.cap = started + max(timeout_s * PATIENCE, timeout_s + 2 * WINDOW_S)
         #: The ranks as last looked at, and when: a verdict needs a whole window since.
         self.before: dict[int, tuple[float, bool] | None] = {}
         self.since: float | None = None
@@ -95,7 +95,7 @@ class Watch:
         if busy and now < self.cap:
             return min(now + WINDOW_S, self.cap)
         if busy:
-            self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout:g} s timeout): "
+            self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout_s:g} s timeout): "
                             f"too slow, or spinning")
         elif busy is not None:
             self.verdict = (f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait "

@@ -115,7 +115,7 @@ def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
 
 def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
     finding = Finding("no-hang-no-crash", "hang", dataclasses.replace(TWO_RANKS, grad="none"), "hang", [])
-    path = repro.write(finding, "tests.planted.faults:hang_rank1", tmp_path, timeout=2)
+    path = repro.write(finding, "tests.planted.faults:hang_rank1", tmp_path, timeout_s=2)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 1
     assert "[no-hang-no-crash] rank 1: the case did not finish within 2 s; it is stuck in:" in done.stdout
@@ -173,7 +173,7 @@ def test_every_propertys_repro_reproduces(prop: str, tmp_path: Path) -> None:
     """The repro runs the harness's own procedure and checks: a planted bug of each property
     fails in it with exit 1 and "the failure reproduces" (a hang ends with the rank watchdog)."""
     name, finding, misuse = planted_finding(prop)
-    path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout=3, misuse=misuse)
+    path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout_s=3, misuse=misuse)
     done = run_script(path, sys.executable, cwd=ROOT)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "repro: the failure reproduces" in done.stdout, done.stdout
@@ -221,7 +221,7 @@ def minimal_scripts(tmp_path: Path) -> dict[str, tuple[Path, int]]:
     def add(label: str, target: str, finding: Finding, status: int, misuse: bool = False) -> None:
         faithful = tmp_path / label.replace(" ", "_") / f"{finding.property}.py"
         faithful.parent.mkdir()
-        path = minimal_repro.write(finding, target, faithful, timeout=10, misuse=misuse)  # 3 s was cut short by init on a loaded box
+        path = minimal_repro.write(finding, target, faithful, timeout_s=10, misuse=misuse)  # 3 s was cut short by init on a loaded box
         scripts[label] = (path, status)
 
     for prop in EVERY_PROPERTY:
@@ -263,7 +263,7 @@ def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Pa
     sync = Call(name="SyncFunction.apply", positional=(), apply=True)
     finding = Finding("gradients", "mismatch", MIXED, "", [], call=sync)
     path = minimal_repro.write(finding, "harness.variants.contrastive:SyncFunction", tmp_path / "gradients.py",
-                               timeout=10, misuse=False)
+                               timeout_s=10, misuse=False)
     imported = {name for node in ast.walk(ast.parse(path.read_text())) for name in (
         [alias.name for alias in node.names] if isinstance(node, ast.Import) else
         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])}

@@ -47,7 +47,7 @@ CI = profile_settings("ci")
 
 @pytest.mark.slow
 def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -> None:
-    report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=11,
+    report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=11,
                        base_settings=CI)
     [finding] = report.findings
     assert finding.status == "history-dependent" and finding.replays[0] == 0, finding.text()
@@ -64,12 +64,12 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
-    report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
+    report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=2,
                        base_settings=CI)
     assert [finding.property for finding in report.findings] == ["bits"], "\n\n".join(f.text() for f in report.findings)
     [finding] = report.findings
     assert "became" in finding.message and ("-0.0 became +0.0" in finding.message or "NaN" in finding.message)
-    waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout=5.0, pool=pool,
+    waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout_s=5.0, pool=pool,
                        seed=2, base_settings=CI)
     assert waived.verdict == "pass", "\n\n".join(f.text() for f in waived.findings)
 
@@ -85,7 +85,7 @@ def test_a_signed_zero_is_named(pool) -> None:
 @pytest.mark.slow
 def test_a_failure_needing_mixed_cotangent_layouts_says_so(pool) -> None:
     spec = by_name("bolts_sync_function")
-    report = run_check(spec.target, spec.contract, max_examples=60, timeout=5.0, pool=pool, seed=1,
+    report = run_check(spec.target, spec.contract, max_examples=60, timeout_s=5.0, pool=pool, seed=1,
                        base_settings=CI, track_semantics=True)
     [finding] = report.findings
     assert finding.property == "gradients"
@@ -189,7 +189,7 @@ def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
 
 @pytest.mark.slow
 def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
-    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=2.0, pool=pool, seed=1,
+    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout_s=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
     [finding] = report.findings
     assert (finding.property, finding.kind, finding.status) == ("no-hang-no-crash", "hang", "confirmed")
@@ -198,7 +198,7 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
 
 @pytest.mark.slow
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
-    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=2.0, pool=pool, seed=1,
+    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout_s=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
     assert len(report.findings) == 1, (report.examples, report.warnings(), [f.text() for f in report.unattributed])
     [finding] = report.findings
@@ -367,7 +367,7 @@ def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) 
 
 @pytest.mark.slow
 def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
-    report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout=5.0, pool=pool, seed=7, base_settings=CI)
+    report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout_s=5.0, pool=pool, seed=7, base_settings=CI)
     [finding] = report.findings
     assert finding.case.dtype == "int64" and finding.status == "confirmed"
 
