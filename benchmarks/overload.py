@@ -13,7 +13,7 @@ seeds) of correct targets (:data:`TARGETS`), so every finding is spurious:
 
 - **watch off**: the rule before the hang watch, the timeout is the whole wait
   (``Watch.more_time`` replaced by "no more time");
-- **watch on**: ranks still busy at the timeout get more time (:class:`harness.rankset.Watch`).
+- **watch on**: ranks still busy at the timeout get more time (:class:`harness.watch.Watch`).
 
 A hang no replay brings back is put aside with a warning either way ("unattributed", not a
 failure); a finding fails the check.
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness import rankset  # noqa: E402
+from harness import watch  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import Pool  # noqa: E402
@@ -50,7 +50,7 @@ def run_arm(pool: Pool, checks: int, examples: int, timeout: float) -> tuple[int
     done = run = found = aside = 0
     for seed in range(checks):
         for target, contract in TARGETS:
-            report = run_check(target, contract, max_examples=examples, timeout=timeout, pool=pool, seed=seed)
+            report = run_check(target, contract, max_examples=examples, timeout_s=timeout, pool=pool, seed=seed)
             done, run = done + 1, run + report.examples
             found, aside = found + len(report.findings), aside + len(report.unattributed)
             for finding in report.findings:
@@ -69,16 +69,16 @@ def main() -> None:
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     os.nice(10)  # the ranks inherit it: the busy loops come first
-    watched = rankset.Watch.more_time
+    watched = watch.Watch.more_time
     rows = []
     try:
         with Pool() as pool:
             for name, more_time in (("off", lambda self, ranks, now: None), ("on", watched)):
-                rankset.Watch.more_time = more_time  # type: ignore[method-assign]
+                watch.Watch.more_time = more_time  # type: ignore[method-assign]
                 done, run, found, aside, seconds = run_arm(pool, args.checks, args.examples, args.timeout)
                 rows.append((name, str(done), str(run), str(found), str(aside), f"{seconds:.0f}"))
     finally:
-        rankset.Watch.more_time = watched  # type: ignore[method-assign]
+        watch.Watch.more_time = watched  # type: ignore[method-assign]
         for loop in busy:
             loop.kill()
             loop.wait()

@@ -35,7 +35,7 @@ if ROOT not in sys.path:
 from harness.api import bind, execute, prepare  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import RankSets, shared_pool  # noqa: E402
-from harness.search import CheckReport, Progress  # noqa: E402
+from harness.results import CheckReport, Progress  # noqa: E402
 
 CORRECT = ("harness.ragged:all_gather_ragged", {"grad": "sum"})
 #: path class -> (target, option values, the smallest world at which it fails)

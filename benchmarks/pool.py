@@ -432,7 +432,7 @@ def _bench_hypothesis(pool, max_examples: int) -> list[Row]:
 
     started = time.perf_counter()
     caps = capabilities.measure(pool, "gloo", "cpu")
-    probe_s = time.perf_counter() - started
+    measure_s = time.perf_counter() - started
     profiles.register()
     base = settings(settings.get_profile("ci"), database=None)  # no example database writes
     contract = Contract(grad="none", world_sizes=(2, 2))
@@ -455,7 +455,7 @@ def _bench_hypothesis(pool, max_examples: int) -> list[Row]:
             f">= {TARGET_RATE_W2:.0f}/s", _verdict(rate >= TARGET_RATE_W2)),
         Row(sec, "  of which Hypothesis generation alone (same strategy, empty body)",
             f"{gen_rate:.0f} cases/s ({drawn} examples)"),
-        Row(sec, "  capability probe (once per driver, before the first run_check)", _s(probe_s)),
+        Row(sec, "  capability measurement (once per driver, before the first run_check)", _s(measure_s)),
     ]
 
 

@@ -7,7 +7,7 @@ Run from the repository root::
     python benchmarks/report.py --variants a,b     # a subset (the whole catalogue by default)
 
 Each run is ``python -m harness report`` as a user types it (a fresh process: imports, the
-rank forkserver and the capability probe included).  Its stdout is compared with the first
+rank forkserver and the capability measurement included).  Its stdout is compared with the first
 run's after the one line that holds the elapsed time (``checked N variant(s) in T s``) is
 taken out, in two parts: the report proper (the first paragraph, the tables and their notes,
 the capability matrix: every byte must be equal) and the coverage summary after it (how many

@@ -37,7 +37,8 @@ from harness.contract import Contract  # noqa: E402
 from harness.options import resolved  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import RankSets, shared_pool  # noqa: E402
-from harness.search import CheckReport, run_check  # noqa: E402
+from harness.results import CheckReport  # noqa: E402
+from harness.search import run_check  # noqa: E402
 
 MAX_RANKS = 3
 MAX_ELEMENTS = 2
@@ -56,7 +57,7 @@ SCENARIOS: dict[str, tuple[str, Contract]] = {
 def check(pool: RankSets, scenario: str, seed: int) -> CheckReport:
     """One scenario under one seed, as from an empty directory."""
     target, contract = SCENARIOS[scenario]
-    return run_check(target, contract, max_examples=EXAMPLES, seed=seed, pool=pool, timeout=10.0,
+    return run_check(target, contract, max_examples=EXAMPLES, seed=seed, pool=pool, timeout_s=10.0,
                      base_settings=profile_settings("ci"))
 
 

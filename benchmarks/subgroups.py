@@ -33,7 +33,7 @@ if ROOT not in sys.path:
 from harness.api import bind, execute, prepare  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import RankSets, shared_pool  # noqa: E402
-from harness.search import CheckReport  # noqa: E402
+from harness.results import CheckReport  # noqa: E402
 
 CORRECT = "harness.ragged:all_gather_ragged"
 SUBGROUP_BUG = "tests.planted.conventions:AllGatherWithGrad"

@@ -50,7 +50,8 @@ from harness.contract import Contract  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
 from harness.pool import Pool, shared_pool  # noqa: E402
 from harness.rank import RECORDED  # noqa: E402
-from harness.search import REPEAT_EVERY, Progress, run_check  # noqa: E402
+from harness.results import Progress  # noqa: E402
+from harness.search import REPEAT_EVERY, run_check  # noqa: E402
 
 GATHER = "harness.ragged:all_gather_ragged"
 HERE = "benchmarks.throughput"

@@ -7,7 +7,7 @@ Use it from another project's test suite::
     def test_my_gather():
         check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
 
-``check_gather`` returns the :class:`~harness.search.CheckReport` when no counterexample was
+``check_gather`` returns the :class:`~harness.results.CheckReport` when no counterexample was
 found and raises ``AssertionError`` whose text is the counterexample otherwise: its first line
 is the verdict (what broke, where, and the short repro to run), then the property violated,
 the minimal case, what each rank got versus the reference, the repro scripts, the seed and
@@ -16,7 +16,7 @@ gradient contract, an in-place write into the input) are issued as :class:`Gathe
 warnings, and a hang or crash that no replay reproduced as an
 :class:`~harness.finding.UnreproducedFaultWarning`: it is not a counterexample.  pytest lists
 both in its warnings summary.  When the harness itself cannot run (ranks that will not start,
-its capability probe failing twice) it raises :class:`~harness.errors.PoolError`, never
+its capability measurement failing twice) it raises :class:`~harness.errors.PoolError`, never
 ``AssertionError``.  The target is always imported by a rank process, never by the caller's
 process, so a gather that hangs or aborts cannot take the test run down with it.
 
@@ -52,7 +52,8 @@ from harness.options import command_line, default, resolved
 from harness.output import examples_text
 from harness.pool import RankSets, shared_pool
 from harness.probe import Probe, probe
-from harness.search import CheckReport, Progress, SearchSettings, run_check
+from harness.results import CheckReport, Progress
+from harness.search import SearchSettings, run_check
 from harness.strategies import simplest_first
 from harness.targets import shown_path, shown_target
 
@@ -101,15 +102,15 @@ class CheckOptions:
                 "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
                 "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
-                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backends[0],
-                "device": contract.devices[0], "world_sizes": contract.world_sizes,
+                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backend,
+                "device": contract.device, "world_sizes": contract.world_sizes,
                 "max_examples": self.max_examples, "duration": self.duration_s, "seed": self.seed,
                 "timeout": self.timeout, "profile": self.profile, "probe_misuse": self.probe_misuse}
 
     def search_settings(self) -> SearchSettings:
         """What the engine needs of these options, the profile's Hypothesis settings included."""
         return SearchSettings(max_examples=self.max_examples, duration_s=self.duration_s, seed=self.seed,
-                              timeout=self.timeout, probe_misuse=self.probe_misuse,
+                              timeout_s=self.timeout, probe_misuse=self.probe_misuse,
                               base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
                               shrink_fault_steps=self.shrink_fault_steps, max_shrink_steps=self.max_shrink_steps,
                               track_semantics=self.track_semantics, batches=self.batches)
@@ -331,7 +332,7 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
     """The ranks of a torchrun job (``--listen``), serving cases of ``contract``."""
     from harness.remote_driver import RemotePool
 
-    return RemotePool(listen, backend=contract.backends[0], device=contract.devices[0],
+    return RemotePool(listen, backend=contract.backend, device=contract.device,
                       world_size=contract.world_sizes[0], timeout=timeout, connect_timeout=connect_timeout,
                       address_file=address_file)
 
@@ -343,7 +344,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     :class:`~harness.errors.Misfit` when no calling convention fits it, and
     :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
     """
-    backend, device = options.contract.backends[0], options.contract.devices[0]
+    backend, device = options.contract.backend, options.contract.device
     caps = capabilities.measure(pool, backend, device)
     missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))
     named = {part.strip() for part in options.dtype_text.split(",")} - set(DTYPE_GROUPS)
@@ -354,7 +355,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
             f"{torch.__version__} (it can: {', '.join(caps.gather_dtypes())}); drop it, or use a group such as all"
         )
     dtype = simplest_first(caps.drawable(options.contract.dtypes))[0]
-    found = probe(pool, options.target, options.contract, dtype, timeout=options.timeout)
+    found = probe(pool, options.target, options.contract, dtype, timeout_s=options.timeout)
     note = hints.differentiable_note(pool, options.target, found, dtype, options.timeout) if options.annotate else ""
     found.advice += [note] if note else []
     return Prepared(missing, found, caps.refusal(missing, options.contract.collective) if missing else "")
@@ -378,13 +379,13 @@ def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None
     for finding in report.findings:
         finding.hints += [hint for hint in (hints.layout_hint(finding), hints.ragged_hint(
             pool, options.target, report.contract, finding, options.timeout)) if hint]
-    for out_of_contract, findings in ((False, report.findings), (True, report.misuse_findings)):
+    for misuse, findings in ((False, report.findings), (True, report.misuse_findings)):
         for finding in findings:
-            faithful = repro.write(finding, report.target, options.repro_dir, timeout=options.timeout,
-                                   out_of_contract=out_of_contract)
+            faithful = repro.write(finding, report.target, options.repro_dir, timeout_s=options.timeout,
+                                   misuse=misuse)
             finding.repro = str(faithful)
             finding.minimal_repro = str(minimal_repro.write(finding, repro.absolute_target(report.target), faithful,
-                                                            timeout=options.timeout, out_of_contract=out_of_contract))
+                                                            timeout_s=options.timeout, misuse=misuse))
 
 
 def profile_settings(name: str | None) -> settings:

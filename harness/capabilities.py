@@ -80,14 +80,14 @@ class Capabilities:
 _MEASURED: dict[tuple[str, str], Capabilities] = {}
 
 
-#: How many times the probe runs (on fresh ranks each time) before its failure is reported.
+#: How many times the measurement runs (on fresh ranks each time) before its failure is reported.
 TRIES = 2
-#: What the ranks run to measure (a self-test plants a probe that dies here).
-PROBE_TARGET = rank_calls.address(rank_calls.measure_capabilities)
+#: What the ranks run to measure (a self-test plants a measurement that dies here).
+MEASURE_TARGET = rank_calls.address(rank_calls.measure_capabilities)
 
 
 def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
-    """The capability matrix of ``backend``/``device``, probed on ranks of ``pool`` once per process."""
+    """The capability matrix of ``backend``/``device``, measured on ranks of ``pool`` once per process."""
     key = (backend, device)
     if key not in _MEASURED:
         _MEASURED[key] = _measure_on_ranks(pool, backend, device)
@@ -97,7 +97,7 @@ def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capab
 def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities:
     """Run :func:`harness.rank_calls.measure_capabilities` on the pool's ranks.
 
-    The probe is the harness's own code on its own ranks, so its failure is never the target's:
+    The measurement is the harness's own code on its own ranks, so its failure is never the target's:
     it is tried again on fresh ranks (harmless: it only reads), then reported as a
     :class:`~harness.errors.PoolError` naming what went wrong.
     """
@@ -105,13 +105,13 @@ def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities
     why = ""
     for _ in range(TRIES):
         try:
-            first = pool.call(world, PROBE_TARGET, device, backend=backend, device=device, timeout=60)[0]
+            first = pool.call(world, MEASURE_TARGET, device, backend=backend, device=device, timeout=60)[0]
         except RankCallFailed as failed:
             why = str(failed)
             continue
         if not first.error:
             return Capabilities(backend, device, torch.__version__, first.value, world)
         why = f"rank {first.rank} raised {first.error_line()}"
-    raise PoolError(f"the capability probe of {backend}/{device} failed {TRIES} times, each on fresh ranks "
+    raise PoolError(f"the capability measurement of {backend}/{device} failed {TRIES} times, each on fresh ranks "
                     f"(last: {why}); nothing was checked: run the command again, and if it fails the same way, "
                     f"report it with this line")

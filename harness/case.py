@@ -18,7 +18,9 @@ which torch assigns in ascending global rank, so every per-rank quantity (the re
 shape, a rank's offset) is taken within the rank's group: :meth:`Case.members`.
 
 This module is embedded in repro scripts: it imports only torch, the standard library and the
-other embedded modules (``contract``, ``values``), relatively.
+other embedded modules (``contract``, ``values``), relatively.  Its length is one concern's: :class:`Case`
+says every collective's shapes, slots and groups, and the layouts rebuild its tensors from them;
+the value recipes are :mod:`harness.values`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from .contract import COLLECTIVES, OUTPUTS
+from .contract import COLLECTIVES
+from .outputs import OUTPUTS
 from .values import make_values, normal, small_ints
 
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
@@ -103,7 +106,7 @@ class Case:
     - ``groups``: the group layout (see the module docstring); ``()`` calls without a group.
     - ``output``: how the target's result reads; ``stack`` results allow 0-d inputs (then
       ``dim`` is 0), and only equal shapes within a group can be stacked (a ragged ``stack``
-      case exists only as a misuse probe, where every rank must raise).
+      case exists only as a misuse case, where every rank must raise).
     - ``world_group``: a target whose group parameter is optional is given the world group
       (``group=WORLD`` in the case line) instead of being called without it; cases without a
       layout only.  It is part of the case, so a replay or a repro makes the same call.

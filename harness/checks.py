@@ -1,9 +1,9 @@
 """The properties: compare what each rank observed with the reference.
 
-Each property is a named check returning :class:`Violation` objects; nothing here raises,
-so the CLI, the pytest plugin, the report and repro scripts decide what a violation means.
-Comparisons are vectorised; the text naming the first bad element is built only when a
-check fails.  Messages read ``<what>=<got>, but should be <expected> on rank r``.
+Each property is a named check returning :class:`~harness.compare.Violation` objects; nothing
+here raises, so the CLI, the pytest plugin, the report and repro scripts decide what a
+violation means.  How one tensor is compared with another, and the text of a difference, is
+:mod:`harness.compare`.
 
 ``values`` is numeric equality (NaN equals NaN, -0.0 equals +0.0), right for a gather that
 builds its result with arithmetic (zero-fill + ``all_reduce``); ``bits`` is raw-byte
@@ -14,22 +14,33 @@ calls, not for what ``values``/``bits`` already explain; the second call's own r
 the companion input) is judged by ``dtype``/``shape``/``values``/``bits`` like the first.
 
 This module is embedded in repro scripts, which run exactly these comparisons: it imports
-only torch and the other embedded modules (``case``, ``contract``, ``procedure``,
-``reference``), relatively.
+only torch and the other embedded modules (``case``, ``compare``, ``contract``, ``outputs``,
+``procedure``, ``reference``), relatively.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from . import reference
 from .case import Case, make_input
-from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, OUTPUTS
+from .compare import (
+    Expected,
+    Violation,
+    check_bits,
+    check_like,
+    check_values,
+    element_text,
+    exact_value,
+    first_false,
+    index_text,
+)
+from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
+from .outputs import OUTPUTS
 from .procedure import RankResult
 
 if TYPE_CHECKING:
@@ -50,21 +61,6 @@ PROPERTIES: tuple[str, ...] = (
     "misuse",
 )
 _PHASE_PROPERTY = {"setup": "no-hang-no-crash", "forward": "values", "backward": "gradients", "repeat": "stable"}
-_BITS_DTYPE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken property on one rank (``rank`` is ``None`` for whole-group faults)."""
-
-    property: str
-    kind: str  # "mismatch", "in-place", "exception", "hang", "crash", "desync", "wrong-answer"
-    rank: int | None
-    message: str
-
-    def describe(self) -> str:
-        where = "" if self.rank is None or f"on rank {self.rank}" in self.message else f" on rank {self.rank}"
-        return f"[{self.property}] {self.message}{where}"
 
 
 def check_outcome(outcome: Outcome, *, bits: bool = True) -> list[Violation]:
@@ -132,15 +128,10 @@ def _check_pieces(result: RankResult, expected: list[Expected], names: list[str]
         return [Violation("values", "mismatch", r, f"output has {len(got)} pieces, but should have {len(expected)} on rank {r}")]
     found: list[Violation] = []
     for name, piece, device, want in zip(names, got, result.output_devices, expected):
-        found += (check_device(name, device, result.device, r) or _check_like(name, piece, _value(want), r)
-                  or _check_values("values", name, piece, want, r)
-                  or (_check_bits("bits", name, piece, want, r) if bits and isinstance(want, torch.Tensor) else []))
+        found += (check_device(name, device, result.device, r) or check_like(name, piece, exact_value(want), r)
+                  or check_values("values", name, piece, want, r)
+                  or (check_bits("bits", name, piece, want, r) if bits and isinstance(want, torch.Tensor) else []))
     return found
-
-
-def _value(want: Expected) -> torch.Tensor:
-    """The tensor a piece must equal: the reference's, or a float reduction's, rounded to its dtype."""
-    return want if isinstance(want, torch.Tensor) else want.in_dtype
 
 
 def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: bool) -> list[Violation]:
@@ -156,20 +147,16 @@ def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: 
         if original is None:
             continue
         later = (result.output_later or [None] * len(names))[k]
-        found += _check_bits("stable", name, later, original, r, where=_LATER)
+        found += check_bits("stable", name, later, original, r, where=_LATER)
         second = (result.companion_output or [None] * len(names))[k]
         want = companion[k]
-        found += (_check_like(name, second, _value(want), r, where=_COMPANION)
-                  or _check_values("values", name, second, want, r, where=_COMPANION)
-                  or (_check_bits("bits", name, second, want, r, where=_COMPANION)
+        found += (check_like(name, second, exact_value(want), r, where=_COMPANION)
+                  or check_values("values", name, second, want, r, where=_COMPANION)
+                  or (check_bits("bits", name, second, want, r, where=_COMPANION)
                       if bits and isinstance(want, torch.Tensor) else []))
         again = (result.repeat_output or [None] * len(names))[k]
-        found += _check_bits("repeatable", name, again, original, r, where=_AGAIN)
+        found += check_bits("repeatable", name, again, original, r, where=_AGAIN)
     return found
-
-
-#: What a piece is compared with: a tensor, or a float reduction's value with its bound.
-Expected = torch.Tensor | reference.ExpectedGrad
 
 
 def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[Expected]:
@@ -228,8 +215,8 @@ def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
     r = result.rank
     if result.input_stride_after is not None:
         return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
-    changed = _check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
-                          where="after the call")
+    changed = check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
+                         where="after the call")
     if changed or not written_in_place(result) or not gradients_checked(case):
         return changed
     return [Violation("inputs-untouched", "in-place", r,
@@ -280,16 +267,16 @@ def check_gradient(case: Case, result: RankResult) -> list[Violation]:
         why = f" ({result.no_backward.partition(': ')[2]})" if result.no_backward else ""
         return [Violation("gradients", "mismatch", r, f"grad of x=None{why}, but should be "
                                                       f"{_contract_text(case.grad, case.collective)} on rank {r}")]
-    like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or _check_like(
+    like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or check_like(
         "grad", got, want.in_dtype, r, prop="gradients")
     if like:
         return like
     ok = reference.within_bound(got, want)
     if bool(ok.all()):
         return []
-    index = _first_false(ok)
+    index = first_false(ok)
     message = (
-        f"grad{_index_text(index)}={_element_text(got, index)}, but should be {_element_text(want.in_dtype, index)}"
+        f"grad{index_text(index)}={element_text(got, index)}, but should be {element_text(want.in_dtype, index)}"
         f" (±{float(want.bound[index]):.3g}; {_contract_text(case.grad, case.collective)}) on rank {r}"
     )
     return [Violation("gradients", "mismatch", r, message)]
@@ -303,7 +290,7 @@ def check_device(what: str, got: str | None, want: str, r: int, *, prop: str = "
 
 
 def check_misuse(outcome: Outcome) -> list[Violation]:
-    """An out-of-contract case: every rank must raise in time, or the answer must be right."""
+    """A misuse case (out-of-contract input): every rank must raise in time, or the answer must be right."""
     if outcome.fault:
         return [Violation("misuse", outcome.fault, None, outcome.describe_fault())]
     results = [res for res in outcome.results if res is not None and not res.idle]
@@ -317,7 +304,7 @@ def check_misuse(outcome: Outcome) -> list[Violation]:
 
 
 def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
-    """One rank that returned from an out-of-contract case: its answer must be right (values, not bits)."""
+    """One rank that returned from a misuse case: its answer must be right (values, not bits)."""
     r = result.rank
     if OUTPUTS[case.output].stacked and case.is_ragged:
         return [Violation("misuse", "wrong-answer", r,
@@ -360,147 +347,6 @@ def _raised(result: RankResult) -> Violation:
 _LATER = "the first result, read again after the further calls"
 _COMPANION = "a second call, on the companion input: every input bit inverted"
 _AGAIN = "the same call made again"
-
-
-def _context(where: str) -> str:
-    return f" ({where})" if where else ""
-
-
-def _check_like(what: str, got: object, expected: torch.Tensor, r: int, prop: str | None = None,
-                where: str = "") -> list[Violation]:
-    """dtype and shape before any value comparison, each its own property."""
-    at = f"{_context(where)} on rank {r}"
-    if not isinstance(got, torch.Tensor):
-        return [Violation(prop or "values", "mismatch", r, f"{what} is a {type(got).__name__}, but should be a Tensor{at}")]
-    if got.dtype != expected.dtype:
-        return [Violation(prop or "dtype", "mismatch", r,
-                          f"{what}.dtype={_dtype_text(got.dtype)}, but should be {_dtype_text(expected.dtype)}{at}")]
-    if got.shape != expected.shape:
-        return [Violation(prop or "shape", "mismatch", r,
-                          f"{what}.shape={tuple(got.shape)}, but should be {tuple(expected.shape)}{at}")]
-    return []
-
-
-def _comparable(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
-                where: str) -> list[Violation]:
-    if got is None or got.dtype != expected.dtype or got.shape != expected.shape:
-        return [Violation(prop, "mismatch", r,
-                          f"{what}={_summary(got)}, but should be {_summary(expected)}{_context(where)} on rank {r}")]
-    return []
-
-
-def _check_values(prop: str, what: str, got: torch.Tensor | None, expected: Expected, r: int,
-                  where: str = "") -> list[Violation]:
-    """Numeric equality: NaN equals NaN, -0.0 equals +0.0, a bool is its truth value; a float
-    reduction's result within its bound of the exact value."""
-    want = _value(expected)
-    problem = _comparable(prop, what, got, want, r, where)
-    if problem or got is None:
-        return problem
-    bounded = None if isinstance(expected, torch.Tensor) else expected
-    same = value_equal(got, want) if bounded is None else reference.within_bound(got, bounded)
-    if bool(same.all()):
-        return []
-    index = _first_false(same)
-    bound = "" if bounded is None else f" (±{float(bounded.bound[index]):.3g})"
-    return [Violation(prop, "mismatch", r,
-                      f"{what}{_index_text(index)}={_element_text(got, index)}, but should be "
-                      f"{_element_text(want, index)}{bound}{_context(where)} on rank {r} "
-                      f"({int((~same).sum())} of {same.numel()} elements differ)")]
-
-
-def _check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.Tensor, r: int,
-                where: str = "") -> list[Violation]:
-    """Raw-byte identity, so NaN payloads, the sign of zero and the bytes of bools count."""
-    problem = _comparable(prop, what, got, expected, r, where)
-    if problem or got is None:
-        return problem
-    if torch.equal(_raw_bytes(got), _raw_bytes(expected)):
-        return []
-    same = bitwise_equal(got, expected)
-    index = _first_false(same)
-    count = f"({int((~same).sum())} of {same.numel()} elements differ)"
-    return [Violation(prop, "mismatch", r, f"{_bit_change(got, expected, index)} at {what}{_index_text(index)}"
-                                           f"{_context(where)} on rank {r} {count}")]
-
-
-def value_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise numeric equality of two tensors of one dtype and shape (NaN == NaN, -0 == +0)."""
-    if a.dtype == torch.bool:
-        return (a.view(torch.uint8) != 0) == (b.view(torch.uint8) != 0)
-    if a.is_complex():
-        parts_a, parts_b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
-        return ((parts_a == parts_b) | (parts_a.isnan() & parts_b.isnan())).all(-1)
-    if a.is_floating_point():
-        return (a == b) | (a.isnan() & b.isnan())
-    return a == b
-
-
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise: are the raw bytes of ``a`` and ``b`` identical?"""
-    return (_raw_bytes(a) == _raw_bytes(b)).all(dim=-1).reshape(a.shape)
-
-
-def _bit_change(got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...]) -> str:
-    """What became what at one element, in the words of its kind: a signed zero, a NaN payload, a bool byte."""
-    g, w = got[index], expected[index]
-    if got.dtype == torch.bool:
-        return f"bool byte {_hex(g)} where {_hex(w)} should be"
-    if (got.is_floating_point() or got.is_complex()) and bool(value_equal(g.reshape(1), w.reshape(1)).all()):
-        parts = torch.view_as_real(w.reshape(1)) if got.is_complex() else w.reshape(1)
-        if bool(parts.isnan().any()):
-            return f"NaN {_hex(w)} became NaN {_hex(g)} (payload or sign lost)"
-        return f"{_zero_text(w)} became {_zero_text(g)}"
-    return f"{_element_text(got, index)} where {_element_text(expected, index)} should be"
-
-
-def _zero_text(t: torch.Tensor) -> str:
-    """A value with the sign of its zero(s) shown: ``-0.0``, ``+0.0``, ``(+0.0-0.0j)``."""
-    def signed(x: float) -> str:
-        return ("-" if torch.tensor(x).signbit() else "+") + "0.0" if x == 0 else repr(x)
-
-    if t.is_complex():
-        value = complex(t.item())
-        return f"({signed(value.real)}{'' if signed(value.imag).startswith('-') else '+'}{signed(value.imag)}j)"
-    return signed(float(t.item()))
-
-
-def _hex(t: torch.Tensor) -> str:
-    return "0x" + t.reshape(1).contiguous().view(torch.uint8).flip(0).numpy().tobytes().hex()
-
-
-def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s bytes as a (numel, itemsize) uint8 matrix, whatever its strides."""
-    dense = t.clone(memory_format=torch.contiguous_format).reshape(-1)
-    return dense.view(torch.uint8).reshape(dense.numel(), t.element_size())
-
-
-def _first_false(mask: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(i) for i in (~mask).nonzero()[0])
-
-
-def _index_text(index: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, index)) + "]"
-
-
-def _element_text(t: torch.Tensor, index: tuple[int, ...]) -> str:
-    value = t[index]
-    text = repr(value.item())
-    if t.is_floating_point() or t.is_complex():
-        bits_dtype = _BITS_DTYPE[t.element_size() // (2 if t.is_complex() else 1)]
-        raw = value.reshape(1).view(bits_dtype).tolist()
-        text += " (bits " + " ".join(f"0x{b & ((1 << (8 * bits_dtype.itemsize)) - 1):0{2 * bits_dtype.itemsize}x}" for b in raw) + ")"
-    return text
-
-
-def _summary(t: object) -> str:
-    if not isinstance(t, torch.Tensor):
-        return repr(t)
-    return f"Tensor({_dtype_text(t.dtype)}, shape={tuple(t.shape)})"
-
-
-def _dtype_text(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _contract_text(contract: str, collective: str = "gather") -> str:

@@ -8,7 +8,7 @@ added to, never changed.  Exit status (:class:`harness.errors.Exit`):
 - 2: the target could not be loaded or the arguments are wrong: one line on stderr, nothing
   else (argparse's usage dump is replaced, tracebacks are never shown);
 - 3 (added): the harness itself could not run (the rank pool did not start twice, its
-  capability probe failed twice, or its own code failed): one ``harness error:`` line saying
+  capability measurement failed twice, or its own code failed): one ``harness error:`` line saying
   what failed and what to try;
 - 130 (added): interrupted.
 
@@ -47,7 +47,7 @@ from harness.options import resolved
 
 if TYPE_CHECKING:
     from harness.api import CheckOptions, Prepared
-    from harness.search import CheckReport
+    from harness.results import CheckReport
 
 #: The commands that start rank processes: the forkserver starts as soon as their arguments
 #: are known to be good, so that its imports overlap the command's own.
@@ -218,7 +218,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     lines = [
         f"gather-harness check {options.target}",
         f"  contract: {contract.describe()}",
-        f"  {contract.backends[0]}/{contract.devices[0]}, world sizes {low}-{high}, profile {options.profile} "
+        f"  {contract.backend}/{contract.device}, world sizes {low}-{high}, profile {options.profile} "
         f"({budget}), seed {options.seed}, timeout {options.timeout:g} s per case",
         f"  called as {prepared.probe.convention.describe()}",
     ]
@@ -253,8 +253,8 @@ def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared
 
 def _misuse_summary(result: CheckReport) -> str:
     if not result.misuse_examples:
-        return "misuse probes: none; the contract leaves no out-of-contract input to probe"
+        return "misuse cases: none; the contract leaves no out-of-contract input to try"
     if not result.misuse_findings:
-        return (f"misuse probes: {result.misuse_examples} out-of-contract examples, each raised in time on every "
+        return (f"misuse cases: {result.misuse_examples} examples, each raised in time on every "
                 f"rank or answered right")
-    return f"\nout of contract (--probe-misuse), {result.misuse_examples} examples:"
+    return f"\nmisuse cases (--probe-misuse), {result.misuse_examples} examples:"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.case import Case
-from harness.checks import Violation
+from harness.compare import Violation
 from harness.finding import UNEXPLAINED_KINDS, Finding, format_violations
 
 REPLAYS = 3

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .errors import UsageError
+from .outputs import OUTPUTS, Output
 
 #: Every dtype name the harness knows; which of them a backend really supports is measured
 #: (``harness.capabilities``), never assumed.
@@ -38,45 +39,6 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"])
 GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint")
-
-
-@dataclass(frozen=True)
-class Output:
-    """One way a target's result reads (``--output``), as every module that reads one needs it."""
-
-    name: str
-    #: What the result is, for ``--output``'s help.
-    means: str
-    #: What a result must be to read this way, for a misfit's message (``{world}``: the world size).
-    expects: str
-    #: W per-rank pieces, each compared with its rank's input (else one tensor).
-    per_rank: bool = False
-    #: The result is a sequence whose first element is what is compared.
-    picks_first: bool = False
-    #: The group's inputs stacked, ``(W, ...)``, not concatenated: equal shapes only, 0-d ones too.
-    stacked: bool = False
-
-    @property
-    def one_tensor(self) -> bool:
-        """The result is itself the one tensor compared (not a sequence of tensors)."""
-        return not (self.per_rank or self.picks_first)
-
-    def piece_names(self, count: int) -> list[str]:
-        """How messages name the pieces of a result: ``output``, ``output[0]``, or ``output[s]`` per rank."""
-        if self.per_rank:
-            return [f"output[{k}]" for k in range(count)]
-        return ["output[0]" if self.picks_first else "output"]
-
-
-#: The output conventions (read by :mod:`harness.conventions`), the one table of them.
-OUTPUTS: dict[str, Output] = {output.name: output for output in (
-    Output("tensor", "the concatenation along dim", "a Tensor"),
-    Output("list", "W per-rank tensors (a gather: each rank's x; an all-to-all: the rows from each)",
-           "a list or tuple of {world} Tensors", per_rank=True),
-    Output("stack", "a (W, ...) tensor", "a Tensor", stacked=True),
-    Output("first", "a tuple starting with the result, e.g. (out, handle) (a gather: the concatenation)",
-           "a tuple whose first element is a Tensor", picks_first=True),
-)}
 
 
 @dataclass(frozen=True)
@@ -329,6 +291,16 @@ class Contract:
         if not self.ndim_range:
             raise UsageError(f"--scatter-dim {self.scatter_dim} --gather-dim {self.gather_dim}: no input of "
                              f"{'-'.join(map(str, self.ndims or NDIMS))} dims has them as two different dims")
+
+    @property
+    def backend(self) -> str:
+        """The backend a check runs on: the first of :attr:`backends`."""
+        return self.backends[0]
+
+    @property
+    def device(self) -> str:
+        """The device a check runs on: the first of :attr:`devices`."""
+        return self.devices[0]
 
     @property
     def relayout(self) -> bool:

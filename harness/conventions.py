@@ -35,9 +35,8 @@ authors' callers make, without glue from the user:
   take them (:attr:`Call.split_input`).  The pieces are views of x: gradients and writes reach it.
 - **how its result reads** (``output``): ``tensor`` (the concatenation along ``dim``),
   ``list`` (a list or tuple of W per-rank tensors), ``stack`` (a ``(W, *shape)`` tensor,
-  equal shapes only) or ``first`` (a tuple whose first element is the concatenation).
-  :func:`detect_output` names the convention a probe result fits, :func:`read` takes a
-  result apart for the checks and builds the tensor gradients flow through.
+  equal shapes only) or ``first`` (a tuple whose first element is the concatenation):
+  :mod:`harness.outputs`, which reads a result too.
 
 **As written versus inferred.**  An argument bound to a parameter by its name, and a fixed
 argument the user gave, is passed *as written*: the target's callers pass it too, so a
@@ -51,6 +50,9 @@ argument and stops (exit 2).
 
 A target that fits no convention raises :class:`Misfit` with one line saying what came
 back and what would fit; the harness turns that into exit status 2, never a finding.
+
+Its length is one concern's: planning the call, every role bound by name (:class:`_Planner`);
+reading a result is :mod:`harness.outputs`.
 
 This module is embedded in repro scripts: it imports only torch and the standard library.
 """
@@ -67,7 +69,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .contract import OUTPUTS
 from .errors import Misfit
 
 #: The arguments the harness binds by a parameter's name: role -> the names that take it.
@@ -586,93 +587,3 @@ _ROLE_SOURCE = {
     "output_split_sizes": "the rows each member sends this rank, from each case",
     "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
 }
-
-# -- reading results ------------------------------------------------------------------------------
-
-
-def describe_result(result: Any) -> str:
-    """What came back, in a few words: ``a Tensor of shape (4,)``, ``a tuple of 2 Tensors``, ``a dict``."""
-    if isinstance(result, torch.Tensor):
-        return f"a Tensor of shape {tuple(result.shape)}"
-    if isinstance(result, (list, tuple)):
-        kinds = [type(item).__name__ for item in result]  # in order: (Tensor, NoneType) is an (out, handle)
-        what = "Tensors" if set(kinds) == {"Tensor"} else "items (" + ", ".join(kinds) + ")"
-        if set(kinds) == {"Tensor"}:
-            shapes = ", ".join(str(tuple(item.shape)) for item in result)
-            return f"a {type(result).__name__} of {len(result)} Tensor(s) of shapes {shapes}"
-        return f"a {type(result).__name__} of {len(result)} {what}"
-    return f"a {type(result).__name__}"
-
-
-def fits(result: Any, output: str, world: int) -> bool:
-    """Whether ``result`` has the structure of ``output`` for ``world`` ranks (shapes aside)."""
-    if OUTPUTS[output].one_tensor:
-        return isinstance(result, torch.Tensor)
-    if OUTPUTS[output].per_rank:
-        return isinstance(result, (list, tuple)) and len(result) == world and all(isinstance(t, torch.Tensor) for t in result)
-    return isinstance(result, (list, tuple)) and len(result) >= 1 and isinstance(result[0], torch.Tensor)
-
-
-def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
-    """The convention ``result`` fits, for input ``x`` (equal on every rank) gathered along ``dim``.
-
-    Raises :class:`Misfit` when none does.  A tensor shaped ``(W, *x.shape)`` that is not
-    also the concatenation's shape reads as ``stack``; any other tensor as ``tensor`` (a
-    wrong shape is then a finding, not a misfit).
-    """
-    concatenated = list(x.shape)
-    concatenated[dim] *= world
-    if isinstance(result, torch.Tensor):
-        stacked = (world, *x.shape)
-        return "stack" if tuple(result.shape) == stacked and stacked != tuple(concatenated) else "tensor"
-    if fits(result, "first", world) and list(result[0].shape) == concatenated and world > 1:
-        return "first"
-    if fits(result, "list", world) and all(tuple(t.shape) == tuple(x.shape) for t in result):
-        return "list"
-    if fits(result, "first", world):
-        return "first"
-    if fits(result, "list", world):
-        return "list"
-    raise Misfit(f"returned {describe_result(result)}; no convention reads it (tensor: the concatenation; list: "
-                 f"one tensor per rank; stack: a ({world}, ...) tensor; first: a tuple starting with the "
-                 f"concatenation)")
-
-
-def check_fits(result: Any, output: str, x: torch.Tensor, world: int, dim: int, *, what: str = "") -> None:
-    """Raise :class:`Misfit` when ``result`` does not have the declared ``output`` structure
-    (``what``: the only structure a collective's result can have, said instead of a hint)."""
-    if fits(result, output, world):
-        return
-    if what:
-        raise Misfit(f"returned {describe_result(result)}, but should return {what}")
-    try:
-        better = detect_output(result, x, world, dim)
-    except Misfit:
-        better = ""
-    hint = f"; --output {better} would fit" if better else "; no convention reads it"
-    raise Misfit(f"returned {describe_result(result)}, which --output {output} does not read{hint}")
-
-
-@dataclass
-class Reading:
-    """A result taken apart: ``pieces`` are compared with the reference, ``flowing`` carries gradients.
-
-    ``pieces`` is one tensor (``tensor``, ``stack``, ``first``: the result or its first
-    element) or W tensors (``list``); ``flowing`` is the tensor the rank calls backward on:
-    the concatenation along ``dim`` (``list``: of the pieces), or the stacked result.
-    """
-
-    pieces: list[torch.Tensor]
-    flowing: torch.Tensor
-
-
-def read(result: Any, output: str, world: int, dim: int) -> Reading:
-    """Take ``result`` apart by its convention; :class:`Misfit` if it lacks the structure."""
-    if not fits(result, output, world):
-        raise Misfit(f"returned {describe_result(result)}, but --output {output} expects "
-                     + OUTPUTS[output].expects.format(world=world))
-    if OUTPUTS[output].per_rank:
-        pieces = list(result)
-        return Reading(pieces, torch.cat(pieces, dim=dim) if pieces[0].ndim else torch.stack(pieces))
-    tensor = result if OUTPUTS[output].one_tensor else result[0]
-    return Reading([tensor], tensor)

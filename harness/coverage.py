@@ -23,6 +23,9 @@ The axis rules (:data:`AXES` says each in one line, for the page):
 
 Everything here is plain data: :meth:`Coverage.to_json` / :meth:`Coverage.from_json`
 round-trip, and :meth:`Coverage.merge` adds two runs (fuzzing several targets) up.
+
+One concern, the space of cases and what a run reached of it: the counts (:class:`Coverage`) and
+the pairs the strata schedule (:func:`allowed`, :func:`possible_pairs`) share one definition of an axis.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, OUTPUTS, Contract
+from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, Contract
+from harness.outputs import OUTPUTS
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256

@@ -84,7 +84,7 @@ class Outcome:
     elapsed_s: float = 0.0
     desync: str = ""
     history: tuple[tuple[Case, bool], ...] = ()
-    #: How the wait for unreturned ranks ended, when their time ran out (:class:`harness.rankset.Watch`):
+    #: How the wait for unreturned ranks ended, when their time ran out (:class:`harness.watch.Watch`):
     #: idle (stuck) or still busy at the cap.
     waited: str = ""
 

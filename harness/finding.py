@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.case import Case
-from harness.checks import Violation
+from harness.compare import Violation
 from harness.conventions import Call
 from harness.stacks import user_frames
 

@@ -186,7 +186,7 @@ class Summary:
     entries: list[Entry]
     html: str | None = None
     findings: list[dict] = field(default_factory=list)
-    #: Hangs and crashes no replay reproduced (:meth:`harness.search.CheckReport.warnings`): not findings.
+    #: Hangs and crashes no replay reproduced (:meth:`harness.results.CheckReport.warnings`): not findings.
     warnings: list[str] = field(default_factory=list)
     status: str = "running"
     error: str = ""

@@ -28,7 +28,7 @@ from harness.conventions import SPLIT_ROLES
 from harness.finding import Finding
 from harness.pool import RankSets
 from harness.procedure import RunRequest
-from harness.search import CheckReport
+from harness.results import CheckReport
 
 DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no gradient: add {which}"
 #: The gradient contracts the note offers: a gather's three, a reduce-scatter's or an all-to-all's adjoint.
@@ -36,7 +36,7 @@ OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
 OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
 
 
-def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout: float) -> str:
+def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout_s: float) -> str:
     """The note for a differentiable target checked without a gradient contract, or ``""``.
 
     An ``autograd.Function`` is differentiable by construction; any other target is called
@@ -52,7 +52,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
                             passes_group=bool(contract.groups))
     request = RunRequest(case=case, target=target, call=convention.call, detect=True, declared=convention.output,
                          requires_grad=True)
-    outcome = pool.run_request(request, timeout)
+    outcome = pool.run_request(request, timeout_s)
     pool.forget_state(case)
     results = [res for res in outcome.results if res is not None and not res.idle]
     if outcome.fault or outcome.errors or not results or not all(res.output_requires_grad for res in results):
@@ -60,7 +60,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     return DIFFERENTIABLE.format(why="its result requires grad when its input does", which=which)
 
 
-def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout: float) -> str:
+def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout_s: float) -> str:
     """``--no-ragged``, when a fault on ragged input goes away with equal lengths on every rank, and
     what it would hide; never for a target told the sizes (a split-size parameter): it claims them."""
     case = finding.case
@@ -69,7 +69,7 @@ def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Findin
         return ""
     equal = equal_lengths(case)
     pool.fresh(equal)
-    outcome = pool.run(equal, target, call=finding.call, repeat=finding.repeat, timeout=timeout)
+    outcome = pool.run(equal, target, call=finding.call, repeat=finding.repeat, timeout=timeout_s)
     if check_outcome(outcome, bits=finding.bits):
         if not outcome.fault:
             pool.forget_state(equal)

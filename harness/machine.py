@@ -37,11 +37,11 @@ def too_many_ranks(world_size: int, limit: int) -> str:
             f"the cases to torchrun ranks with --listen")
 
 
-def group_timeout_s(case_timeout: float) -> float:
+def group_timeout_s(case_timeout_s: float) -> float:
     """The process group's own timeout: far beyond the case timeout, so that the controller,
     not the backend, decides when a rank hangs (and can dump its stack first), however long
     it lets busy ranks run (:data:`harness.options.PATIENCE`)."""
-    return max(3600.0, (PATIENCE + 1) * case_timeout)
+    return max(3600.0, (PATIENCE + 1) * case_timeout_s)
 
 
 def within_gpus(world_sizes: tuple[int, int], backend: str) -> tuple[int, int]:

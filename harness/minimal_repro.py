@@ -13,7 +13,8 @@ status 1: it reproduces; 0: every rank got what it should.
 The script is written for its case, as straight-line code: the layouts it does not use,
 groups, the backward pass, the further calls and the earlier cases of a history-dependent
 finding appear only when they matter.  ``tests/test_repro.py`` runs it for a planted bug of
-every property, and for a correct gather.
+every property, and for a correct gather.  One concern, one script: :class:`_Script` writes each stage,
+and the functions after it only spell a case, a call or a launcher in plain torch.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import torch
 
 from harness.case import Case, make_cotangent, make_input
 from harness.checks import gradients_checked
-from harness.contract import COLLECTIVES, OUTPUTS
+from harness.contract import COLLECTIVES
 from harness.conventions import FIXED, SPLIT_ROLES, Call
 from harness.finding import Finding
+from harness.outputs import OUTPUTS
 from harness.procedure import split_sizes
 from harness.reference import ExpectedGrad, expected_grad, expected_output, expected_reduction
 from harness.targets import shown_target
@@ -37,7 +39,7 @@ from harness.targets import shown_target
 LITERAL_ELEMENTS = 32
 #: Properties judged on the pieces of a result against the reference.
 _LIKE_VALUES = ("dtype", "shape", "device", "values", "bits")
-#: A rank's exit status when it raised out of contract (the right answer there).
+#: A rank's exit status when it raised on a misuse case (the right answer there).
 RAISED = 4
 #: How far into the harness's calls (first call, backward, companion call, same call again) a
 #: property's evidence lies: the script makes those calls and no more.
@@ -51,16 +53,16 @@ def path_for(faithful: Path) -> Path:
     return faithful.with_name(f"{faithful.stem}_minimal.py")
 
 
-def write(finding: Finding, target: str, faithful: Path, *, timeout: float, out_of_contract: bool) -> Path:
+def write(finding: Finding, target: str, faithful: Path, *, timeout_s: float, misuse: bool) -> Path:
     """Write the minimal script beside ``faithful`` (same target, same case); return its path."""
     path = path_for(faithful)
-    path.write_text(render(finding, target, faithful.name, path.name, timeout, out_of_contract))
+    path.write_text(render(finding, target, faithful.name, path.name, timeout_s, misuse))
     return path
 
 
-def render(finding: Finding, target: str, faithful: str, name: str, timeout: float, out_of_contract: bool) -> str:
+def render(finding: Finding, target: str, faithful: str, name: str, timeout_s: float, misuse: bool) -> str:
     """The script's text."""
-    script = _Script(finding, out_of_contract)
+    script = _Script(finding, misuse)
     body = script.rank_body()
     return "\n".join([
         _header(finding, shown_target(target), faithful, name),
@@ -81,27 +83,27 @@ def render(finding: Finding, target: str, faithful: str, name: str, timeout: flo
         "def rank_main(rank):",
         *(["    torch.cuda.set_device(rank % torch.cuda.device_count())  # the harness pins rank r to its GPU"]
           if finding.case.device == "cuda" else []),
-        f"    faulthandler.dump_traceback_later({float(timeout)!r} + rank / 4, exit=True)  # a hang ends: stack, exit 1",
+        f"    faulthandler.dump_traceback_later({float(timeout_s)!r} + rank / 4, exit=True)  # a hang ends: stack, exit 1",
         *body,
         "",
         "",
-        *_launcher(finding.case, out_of_contract),
+        *_launcher(finding.case, misuse),
     ]) + "\n"
 
 
 class _Script:
     """The script's data and rank code for one finding, written as they are needed."""
 
-    def __init__(self, finding: Finding, out_of_contract: bool) -> None:
-        self.finding, self.out_of_contract = finding, out_of_contract
+    def __init__(self, finding: Finding, misuse: bool) -> None:
+        self.finding, self.misuse = finding, misuse
         self.case = finding.case
         #: Tensors the harness puts on a GPU are built on the CPU, then moved, as the harness does.
         self.moved = ".cuda()" if self.case.device == "cuda" else ""
-        self.repeat = finding.repeat and not out_of_contract
-        self.grad = gradients_checked(self.case) and not out_of_contract
+        self.repeat = finding.repeat and not misuse
+        self.grad = gradients_checked(self.case) and not misuse
         #: A values-like failure seen on the stability checks' second call, not on the first.
         self.on_companion = any("companion input" in v.message for v in finding.violations)
-        self.stage = "first" if out_of_contract else _STAGE_OF.get(
+        self.stage = "first" if misuse else _STAGE_OF.get(
             finding.property, "companion" if self.on_companion else "first")
         self.layouts: set[str] = set()
         self.uses_raw = False
@@ -143,7 +145,7 @@ class _Script:
             lines += [f"    if rank not in {idle!r}:", *("        " + line for line in calls)] if idle else [
                 "    " + line for line in calls]
         lines += ["    # the failing case"] if self.finding.history else []
-        if self.out_of_contract:
+        if self.misuse:
             return lines + self._misuse()
         lines += ["    try:"]
         lines += ["        " + line for line in self._calls(self.case, self.repeat, self.grad, suffix="", stage=self.stage)]
@@ -335,8 +337,8 @@ class _Script:
         case = self.case
         lines = ["    try:"]
         lines += ["        " + line for line in self._calls(case, False, False, suffix="", stage="first")]
-        lines += ["    except Exception as exc:  # out of contract, raising is the right answer",
-                  "        print(f'rank {rank} raised, as it should out of contract: {type(exc).__name__}: {exc}', "
+        lines += ["    except Exception as exc:  # a misuse case: raising is the right answer",
+                  "        print(f'rank {rank} raised, as it should on a misuse case: {type(exc).__name__}: {exc}', "
                   "flush=True)",
                   f"        return {RAISED}"]
         if OUTPUTS[case.output].stacked and case.is_ragged:
@@ -512,9 +514,9 @@ def _import_lines(target: str) -> list[str]:
             [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
 
 
-def _launcher(case: Case, out_of_contract: bool) -> list[str]:
+def _launcher(case: Case, misuse: bool) -> list[str]:
     world, backend = case.world_size, case.backend
-    if out_of_contract:
+    if misuse:
         verdict = f"any(c not in (0, {RAISED}) for c in codes) or len(set(codes)) > 1  # all must raise, or all answer"
         torchrun_exit = f"sys.exit(0 if (code := rank_main(dist.get_rank())) == {RAISED} else code)"
     else:

@@ -26,17 +26,17 @@ from harness.contract import (
     DEVICES,
     GRAD_CONTRACTS,
     OUTPUT_OPTIONS,
-    OUTPUTS,
     literal_kwargs,
     parse_kwarg,
     parse_world_sizes,
 )
 from harness.errors import UsageError
+from harness.outputs import OUTPUTS
 
 #: Per case: ranks not back after this long, and idle, are a hang.  The one default every front end
 #: and the engine share.
 DEFAULT_TIMEOUT_S = 10.0
-#: How many times its timeout a case whose ranks are still busy may take (:class:`harness.rankset.Watch`).
+#: How many times its timeout a case whose ranks are still busy may take (:class:`harness.watch.Watch`).
 PATIENCE = 5.0
 #: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a correct
 #: case takes milliseconds, and every hanging example costs this much, again at each shrink step.

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import torch
 
-from harness.search import CheckReport, Progress
+from harness.results import CheckReport, Progress
 
 #: Off a terminal (CI logs) a progress line is printed at most this often.
 PLAIN_INTERVAL_S = 5.0
@@ -28,7 +28,7 @@ class ProgressLine:
 
     On a terminal it is one line redrawn in place with ``\\r``; elsewhere (CI logs, pipes) a
     plain line every :data:`PLAIN_INTERVAL_S` seconds, so logs stay short but show life.
-    Call it with a :class:`~harness.search.Progress` after each example; :meth:`close` ends it.
+    Call it with a :class:`~harness.results.Progress` after each example; :meth:`close` ends it.
     """
 
     def __init__(self, stream: TextIO | None = None, *, label: str = "", tty: bool | None = None) -> None:
@@ -132,7 +132,7 @@ def page_header(report: CheckReport, **extra: object) -> dict[str, str]:
         "target": report.target,
         "contract": contract.describe(),
         "called as": report.convention.describe() if report.convention else "",
-        "backend/device": f"{contract.backends[0]}/{contract.devices[0]}",
+        "backend/device": f"{contract.backend}/{contract.device}",
         "world sizes": f"{contract.world_sizes[0]}-{contract.world_sizes[1]}",
         "torch": torch.__version__,
         "seed": str(report.seed),

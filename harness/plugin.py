@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from harness.api import CheckOptions
-    from harness.search import CheckReport
+    from harness.results import CheckReport
 
 TARGET_ENV = "GATHER_IMPL"
 _OPTIONS: pytest.StashKey[CheckOptions] = pytest.StashKey()
@@ -169,7 +169,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     from harness.targets import shown_target
 
     return [f"gather-harness: checking {shown_target(options.target)}",
-            f"  contract {contract.describe()}; backend {contract.backends[0]}/{contract.devices[0]}; "
+            f"  contract {contract.describe()}; backend {contract.backend}/{contract.device}; "
             f"world sizes {low}-{high}; hypothesis profile {options.profile}; seed {options.seed or 0} "
             f"(fixed: --gather-seed N for another)"]
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field, replace
 from harness import rank_calls
 from harness.case import Case, RankSpec
 from harness.checks import check_outcome
-from harness.contract import DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
+from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
+from harness.outputs import OUTPUTS
 from harness.pool import RankSets
 from harness.procedure import RankResult
 
@@ -109,7 +110,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
 
 def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
     return pool.call(contract.world_sizes[0], PLAN_TARGET, target, bool(contract.groups),
-                     contract.kwargs, contract.kind.roles, backend=contract.backends[0], device=contract.devices[0],
+                     contract.kwargs, contract.kind.roles, backend=contract.backend, device=contract.device,
                      timeout=IMPORT_TIMEOUT_S)
 
 
@@ -118,7 +119,7 @@ def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
                        f"must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
 
 
-def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout: float) -> Probe:
+def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout_s: float) -> Probe:
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
     contract, relayout_notes = _relayout(call, contract, target)
@@ -138,11 +139,11 @@ def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeou
         for passes in (True, False) if both else (bool(contract.groups),):
             case = probe_case(contract, world, dtype, output, passes_group=passes)
             made[call.describe(pass_group=case.passes_group)] = None
-            outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout,
+            outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s,
                                detect=True, declared=declared, requires_grad=graded)
             pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
             if not tried_the_collective and (outcome.fault or outcome.errors or _not_a_gathers_shape(outcome)):
-                _check_the_collective(pool, target, call, contract, dtype, timeout)
+                _check_the_collective(pool, target, call, contract, dtype, timeout_s)
                 tried_the_collective = True
             if outcome.fault or outcome.errors:
                 if call.inferred:
@@ -190,7 +191,7 @@ def _not_a_gathers_shape(outcome: Outcome) -> bool:
 
 
 def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Contract, dtype: str,
-                          timeout: float) -> None:
+                          timeout_s: float) -> None:
     """A gather's probe case failed or came back the wrong length: if the same call passes every probe
     case of two ranks or more as a reduce-scatter of even slots, the contract names the wrong collective,
     and that is :class:`UsageError` (exit 2) naming ``--collective reduce-scatter``, not a finding."""
@@ -201,7 +202,7 @@ def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Con
     passed = []
     for world in probe_world_sizes(contract)[1:]:
         case = probe_case(scattering, world, dtype, "tensor", passes_group=bool(contract.groups))
-        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout)
+        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s)
         pool.fresh(case)  # a hypothesis, not a case: the next case starts on ranks that ran nothing of it
         if outcome.fault or check_outcome(outcome):
             return
@@ -317,8 +318,8 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
         rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
     else:  # a gather's input, a reduce-scatter's slot
         rank = RankSpec(PROBE_SHAPE)
-    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backends[0],
-                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
+    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backend,
+                device=contract.device, groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, op=contract.op)
 
 
@@ -332,8 +333,8 @@ def _relayout_probe_case(contract: Contract, world: int, dtype: str, output: str
     shape = [2] * ndim
     shape[gather % ndim], shape[scatter % ndim] = PROBE_SHAPE[0], 2 * world
     rank = RankSpec(tuple(shape), splits=(2,) * world)
-    return Case(ranks=(rank,) * world, dim=gather, dtype=dtype, grad="none", backend=contract.backends[0],
-                device=contract.devices[0], groups=groups, output=output, world_group=world_group,
+    return Case(ranks=(rank,) * world, dim=gather, dtype=dtype, grad="none", backend=contract.backend,
+                device=contract.device, groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, scatter_dim=scatter)
 
 

@@ -30,9 +30,10 @@ import torch
 import torch.distributed as dist
 
 from .case import Case, make_cotangent, make_input
-from .contract import COLLECTIVES, OUTPUTS
-from .conventions import Call, check_fits, describe_result, detect_output, fits, read
+from .contract import COLLECTIVES
+from .conventions import Call
 from .errors import Misfit
+from .outputs import OUTPUTS, check_fits, describe_result, detect_output, fits, read
 
 
 @dataclass(frozen=True)

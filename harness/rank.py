@@ -242,7 +242,7 @@ def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
 
 
 def on_call(log: CollectiveLog, payload: dict) -> RankResult:
-    """Call a helper function on every rank (capability probes, raw benchmarks)."""
+    """Call a helper function on every rank (capability measurements, raw benchmarks)."""
     log.reset()
     result = RankResult(rank=dist.get_rank() if dist.is_initialized() else 0)
     try:

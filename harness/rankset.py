@@ -3,7 +3,8 @@
 A set is started from the forkserver (:mod:`harness.forkserver`), runs cases and helper calls
 (:meth:`RankSet.run`, :meth:`RankSet.call`) while reading the ranks' collective ledgers, and
 collects the evidence of a fault (stacks of blocked ranks, logs of dead ones) for the fault
-model (:mod:`harness.faults`).  :mod:`harness.pool` keeps the sets; :mod:`harness.remote_driver`
+model (:mod:`harness.faults`); whether ranks late at the deadline get more time is
+:mod:`harness.watch`'s.  :mod:`harness.pool` keeps the sets; :mod:`harness.remote_driver`
 subclasses a set for ranks started by torchrun.
 """
 
@@ -26,31 +27,17 @@ from harness.case import Case
 from harness.errors import PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
-from harness.options import PATIENCE
 from harness.procedure import BatchRequest, RankResult, RunRequest
 from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
+from harness.watch import WINDOW_S, Watch, usage
 
-#: How long the other ranks may take to finish once one rank has raised or died ...
+#: How long the other ranks may take to finish once one rank has raised or died, unless they are
+#: seen idle first (:data:`harness.watch.SETTLE_S`).
 GRACE_S = 1.0
-#: ... unless they are seen idle (asleep in a wait, using no CPU) for this long first: a rank
-#: that can still finish runs or waits to run, so waiting out the grace would change nothing.
-SETTLE_S = 0.1
 #: How long ranks asked to stop may take to leave before they are killed.
 STOP_S = 1.0
-#: How often the controller reads the ranks' collective ledgers while it waits for them: often
-#: at first (a desync shows within milliseconds), then less so.
-POLL_S = (0.005, 0.02)
-_FAST_POLLS_S = 0.1
 #: How long to wait for a rank to write its stack after SIGUSR1.
 STACK_WAIT_S = 1.0
-#: How long a look at the ranks lasts: busy within it (running, runnable or using the CPU) or not.
-WINDOW_S = 0.5
-#: CPU seconds the unreturned ranks must use within a window to count as busy; a rank asleep in
-#: a wait uses none (its idle threads, a few milliseconds a second at most).
-BUSY_CPU_S = 0.02
-#: Thread states (``/proc``) of a rank that is getting on: running or runnable, or in a disk wait.
-WORKING = frozenset({"R", "D"})
-_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 #: How long the ranks get to make a case's process groups (gloo connects every pair of members):
 #: the harness's own work, so never the target's ``--timeout``.  Measured on a loaded 2-core
 #: machine: 25-30 ms median, 0.65 s at most in 600 makings of a group of 3 on fresh sets of 4.
@@ -66,96 +53,6 @@ class Host(Protocol):
     context: Any
     tmpdir: str
     store: Any
-
-
-def usage(pid: int) -> tuple[float, bool] | None:
-    """A process's CPU seconds so far and whether any of its threads is running, runnable or in
-    a disk wait (a collective's work runs on the backend's threads while the main one waits; a
-    fresh rank's first call can page in libraries), from ``/proc``; ``None`` where the system
-    does not say."""
-    try:
-        whole = _stat_fields(f"/proc/{pid}/stat")
-        threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
-    except (OSError, ValueError):
-        return None
-    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] in WORKING for fields in threads)
-
-
-def _stat_fields(path: str) -> list[str]:
-    """The fields of a ``/proc`` stat file after ``pid (comm)``: state, ppid, ..., utime (11), stime (12)."""
-    with open(path) as stat:
-        text = stat.read()
-    return text[text.rindex(")") + 2:].split()
-
-
-class Watch:
-    """Tells a slowed case from a stuck one once its time is up.
-
-    On a machine busier than it has cores (CI's two, shared with other jobs) a case that
-    takes milliseconds can miss a timeout of seconds: called a hang, it is one that no replay
-    brings back, or worse, one that a replay's own stall "reproduces".  A stuck rank
-    sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
-    disk.  So when the deadline comes and ranks have not returned, they are looked at over the
-    last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
-    timeout; idle ones are stuck, and the case is a hang (one that sleeps costs no
-    more than its timeout).
-    """
-
-    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout: float) -> None:
-        self.look = look
-        self.started, self.timeout = started, timeout
-        self.cap = started + max(timeout * PATIENCE, timeout + 2 * WINDOW_S)
-        #: The ranks as last looked at, and when: a verdict needs a whole window since.
-        self.before: dict[int, tuple[float, bool] | None] = {}
-        self.since: float | None = None
-        #: Why the wait ended without every rank (for the hang's message), once it has.
-        self.verdict = ""
-
-    def nearly(self, ranks: list[int], now: float) -> None:
-        """The last window before the deadline has begun: look at the ranks (once)."""
-        if self.since is None:
-            self.before, self.since = {r: self.look(r) for r in ranks}, now
-
-    def more_time(self, ranks: list[int], now: float) -> float | None:
-        """At the deadline: a later one if the unreturned ``ranks`` were busy (or have not been
-        watched for a whole window yet), else ``None``."""
-        if self.since is None or now - self.since < WINDOW_S:
-            self.nearly(ranks, now)
-            return (self.since or now) + WINDOW_S
-        busy = self._busy(ranks, now)
-        waited = now - self.started
-        if busy and now < self.cap:
-            return min(now + WINDOW_S, self.cap)
-        if busy:
-            self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout:g} s timeout): "
-                            f"too slow, or spinning")
-        elif busy is not None:
-            self.verdict = (f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait "
-                            f"for the last {WINDOW_S:g} s)")
-        return None
-
-    def settled(self, ranks: list[int], now: float) -> bool:
-        """Once a peer has raised or died: whether the unreturned ``ranks`` stayed idle for a whole
-        :data:`SETTLE_S` (the first call only looks)."""
-        if self.since is None:
-            self.nearly(ranks, now)
-            return False
-        if now - self.since < SETTLE_S or self._busy(ranks, now) is not False:
-            return False
-        self.verdict = (f"after {now - self.started:.1f} s every rank that had not returned was idle (asleep in a "
-                        f"wait for {SETTLE_S:g} s) once a peer had raised or died")
-        return True
-
-    def _busy(self, ranks: list[int], now: float) -> bool | None:
-        """Whether ``ranks`` used CPU or ran since last looked at (``None``: the system does not
-        say); they are looked at again from ``now``."""
-        after = {r: self.look(r) for r in ranks}
-        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
-        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
-        self.before, self.since = after, now
-        if not known:
-            return None
-        return used >= BUSY_CPU_S or any(seen[1] for _, seen in known)
 
 
 class RankSet:
@@ -186,10 +83,10 @@ class RankSet:
         self.groups: set[tuple[int, ...]] = set()
 
     # -- life cycle -------------------------------------------------------------------------
-    def start(self, timeout: float) -> None:
+    def start(self, timeout_s: float) -> None:
         """Start the ranks and wait until every one has joined the group."""
         self.spawn()
-        self.await_ready(timeout)
+        self.await_ready(timeout_s)
 
     def spawn(self, *, background: bool = False) -> None:
         """Start the rank processes; they join their group on their own (see :meth:`await_ready`).
@@ -213,19 +110,19 @@ class RankSet:
             self.spawner.join()
             self.spawner = None
 
-    def await_ready(self, timeout: float) -> None:
+    def await_ready(self, timeout_s: float) -> None:
         """Wait for every rank's ``ready``; raise :class:`PoolError` naming one that did not come."""
         if self.ready:
             return
         self._await_spawner()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_s
         for r, conn in enumerate(self.conns):
             if not self._wait_ready(r, conn, deadline):
                 tail = file_tail(self.logs[r], 0)
                 self.kill()
                 raise PoolError(
                     f"rank {r} of a {self.backend}/{self.device} group of {self.world_size} did not start "
-                    f"within {timeout:.0f}s{': ' + tail.strip() if tail.strip() else ''}"
+                    f"within {timeout_s:.0f}s{': ' + tail.strip() if tail.strip() else ''}"
                 )
         self.ready = True
         self.startup_s = time.perf_counter() - self.spawned_at
@@ -318,7 +215,7 @@ class RankSet:
                 os.unlink(path)
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, request: RunRequest, timeout: float, *, diagnose: bool = True,
+    def run(self, request: RunRequest, timeout_s: float, *, diagnose: bool = True,
             meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run one case; after a fault, a leak, or with its groups out of step the set is dropped.
 
@@ -334,7 +231,7 @@ class RankSet:
             request, self.reload_next, self.history = replace(request, reload=True), False, []
         log_offsets = [file_size(path) for path in self.logs]
         layout = request.case.layout()
-        results = self._exchange("run", request, timeout, layout, meanwhile)
+        results = self._exchange("run", request, timeout_s, layout, meanwhile)
         outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = Ledgers(self.last, layout)
         outcome.fault, outcome.desync = classify(results, self._dead(), ledgers)
@@ -393,16 +290,16 @@ class RankSet:
             raise RankCallFailed(what, "; ".join(failed) or "the ranks disagree on the groups made", died=False)
         self.groups.update(case.groups)
 
-    def call(self, target: str, args: tuple, timeout: float) -> list[RankResult]:
+    def call(self, target: str, args: tuple, timeout_s: float) -> list[RankResult]:
         """Call ``target(*args)`` on every rank; :class:`RankCallFailed` says how a rank that did
         not return ended (exit status or signal and its last words, or where it was stuck)."""
         log_offsets = [file_size(path) for path in self.logs]
-        results = self._exchange("call", {"target": target, "args": args}, timeout, (tuple(range(self.world_size)),))
+        results = self._exchange("call", {"target": target, "args": args}, timeout_s, (tuple(range(self.world_size)),))
         returned = [res for res in results if res is not None]
         if len(returned) < len(results):
             dead = self._dead()
             why = [self._death(r, self._last(r), log_offsets).headline() if dead[r]
-                   else f"rank {r} still running after {timeout:g} s; last collective entered: {self._last(r)}"
+                   else f"rank {r} still running after {timeout_s:g} s; last collective entered: {self._last(r)}"
                    for r, res in enumerate(results) if res is None]
             self.kill()
             raise RankCallFailed(f"calling {target} on a {self.backend}/{self.device} set of {self.world_size}",
@@ -411,7 +308,7 @@ class RankSet:
             self.kill()
         return returned
 
-    def _exchange(self, name: str, payload: Any, timeout: float, layout: tuple[tuple[int, ...], ...],
+    def _exchange(self, name: str, payload: Any, timeout_s: float, layout: tuple[tuple[int, ...], ...],
                   meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
         """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
@@ -420,7 +317,7 @@ class RankSet:
         that a finished peer never entered, will never finish, so it stops at once.  Once a
         rank raises or dies the others get :data:`GRACE_S` more, or less once they are seen idle
         (:meth:`Watch.settled`).  Only a rank stuck outside
-        any collective costs the whole ``timeout``.
+        any collective costs the whole ``timeout_s``.
         """
         message = encode(name, payload)
         for r in range(self.world_size):
@@ -434,15 +331,15 @@ class RankSet:
         pending = {conn: r for r, conn in enumerate(self.conns)}
         sentinels = self._sentinels()
         started = time.monotonic()
-        deadline = started + timeout
+        deadline = started + timeout_s
         ledgers = Ledgers(self.last, layout)
-        self.watch = watch = Watch(self._usage, started, timeout)
+        self.watch = watch = Watch(self._usage, started, timeout_s)
         ended = False  # a rank has raised or died: the others have the grace
         while pending:
             now = time.monotonic()
             if now >= deadline - WINDOW_S:
                 watch.nearly(sorted(pending.values()), now)
-            poll = POLL_S[0] if now - started < _FAST_POLLS_S else POLL_S[1]
+            poll = watch.poll_s(now)
             # past the deadline too, once: what the ranks sent meanwhile is taken before judging them
             for item in wait(list(pending) + list(sentinels), timeout=max(0.0, min(deadline - now, poll))):
                 if item in sentinels:
@@ -481,7 +378,8 @@ class RankSet:
         return self.procs[r].is_alive()
 
     def _usage(self, r: int) -> tuple[float, bool] | None:
-        """Rank ``r``'s CPU use so far and whether it runs (:func:`usage`): what :class:`Watch` reads."""
+        """Rank ``r``'s CPU use so far and whether it runs (:func:`harness.watch.usage`): what
+        :class:`~harness.watch.Watch` reads."""
         return usage(self.procs[r].pid)
 
     def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:

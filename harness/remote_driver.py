@@ -206,7 +206,7 @@ class RemotePool(RankSets):
     - ``address_file``: also write the address there (for scripts and shared file systems).
 
     ``call`` runs on all the job's ranks whatever world size it names: helpers such as the
-    capability probe work at any size.
+    capability measurement work at any size.
     """
 
     def __init__(self, listen: str = "127.0.0.1:0", *, backend: str = "gloo", device: str = "cpu",
@@ -290,15 +290,15 @@ class RemotePool(RankSets):
     # -- connecting ---------------------------------------------------------------------------
     def _connect(self, first: bool) -> RemoteRankSet:
         """Accept main and side connections until every rank of the job has both, then join."""
-        timeout = self.connect_timeout if first else self.reconnect_timeout
-        deadline = time.monotonic() + timeout
+        timeout_s = self.connect_timeout if first else self.reconnect_timeout
+        deadline = time.monotonic() + timeout_s
         channels: dict[str, dict[int, Connection]] = {"main": {}, "side": {}}
         hosts: dict[int, str] = {}
         while self.world_size is None or min(map(len, channels.values())) < self.world_size:
             greeted = self.rendezvous.accept(deadline)
             if greeted is None:
                 _close_all(channels)
-                raise self._give_up(first, len(hosts), timeout)
+                raise self._give_up(first, len(hosts), timeout_s)
             conn, hello = greeted
             rank = self._admit(hello, channels)
             channels[hello["channel"]][rank] = conn
@@ -326,13 +326,13 @@ class RemotePool(RankSets):
             old.close()
         return rank
 
-    def _give_up(self, first: bool, connected: int, timeout: float) -> PoolError | PoolGone:
+    def _give_up(self, first: bool, connected: int, timeout_s: float) -> PoolError | PoolGone:
         """The error to raise when the ranks did not (re)connect in time."""
         expected = self.world_size or "the job's"
         if first:
-            return PoolError(f"{connected} of {expected} ranks connected to {self.address} within {timeout:.0f} s; "
+            return PoolError(f"{connected} of {expected} ranks connected to {self.address} within {timeout_s:.0f} s; "
                             f"start the torchrun job with --driver {self.address}")
-        self.gone = (f"the torchrun job's ranks did not come back within {timeout:.0f} s after a fault "
+        self.gone = (f"the torchrun job's ranks did not come back within {timeout_s:.0f} s after a fault "
                      f"({self.last_fault or 'a rank failed'}); give torchrun --max-restarts so that it restarts "
                      f"them, or restart the job")
         raise PoolGone(self.gone)

@@ -16,7 +16,8 @@ import json
 from harness import targets
 from harness.arguments import one_line
 from harness.case import Case
-from harness.checks import Violation, check_misuse, check_outcome
+from harness.checks import check_misuse, check_outcome
+from harness.compare import Violation
 from harness.conventions import Call
 from harness.errors import Exit, PoolError, UsageError
 from harness.finding import format_violations

@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from harness import case as case_module
-from harness import checks, conventions, errors, files, procedure
+from harness import checks, compare, conventions, errors, files, outputs, procedure
 from harness import contract as contract_module
 from harness import reference as reference_module
 from harness import values as values_module
@@ -34,29 +34,31 @@ from harness.options import DEFAULT_TIMEOUT_S
 #: The modules a repro embeds, in the order they import each other (all relatively).
 EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
     ("errors", errors),
+    ("outputs", outputs),
     ("contract", contract_module),
     ("values", values_module),
     ("case", case_module),
     ("conventions", conventions),
     ("procedure", procedure),
     ("reference", reference_module),
+    ("compare", compare),
     ("checks", checks),
 )
 
 
-def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT_S,
-          out_of_contract: bool = False) -> Path:
+def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+          misuse: bool = False) -> Path:
     """Write ``<directory>/<target>/<property>.py`` for ``finding``; return its absolute path.
 
     One script per target and property: a newer finding replaces the older script.
 
     - ``target``: the selector the finding came from; a file target is made absolute so the
       script runs from any directory, a module target is found via the current directory.
-    - ``timeout``: seconds each rank may spend on the case before its watchdog ends it.
-    - ``out_of_contract``: the case is a misuse probe, so raising on every rank is the right answer.
+    - ``timeout_s``: seconds each rank may spend on the case before its watchdog ends it.
+    - ``misuse``: the case is a misuse case, so raising on every rank is the right answer.
     """
     path = files.repro_path(directory, target, finding.property).resolve()
-    files.write_atomically(path, render(finding, absolute_target(target), path.name, timeout, out_of_contract))
+    files.write_atomically(path, render(finding, absolute_target(target), path.name, timeout_s, misuse))
     return path
 
 
@@ -66,7 +68,7 @@ def absolute_target(target: str) -> str:
     return f"{os.path.abspath(module)}:{attr}" if module.endswith(".py") else target
 
 
-def render(finding: Finding, target: str, name: str, timeout: float, out_of_contract: bool) -> str:
+def render(finding: Finding, target: str, name: str, timeout_s: float, misuse: bool) -> str:
     """The script's text (see :data:`_SCRIPT`)."""
     world = finding.case.world_size
     history = [{"case": case.to_dict(), "repeat": repeat} for case, repeat in finding.history]
@@ -87,8 +89,8 @@ def render(finding: Finding, target: str, name: str, timeout: float, out_of_cont
         repeat=repr(finding.repeat),
         bits=repr(finding.bits),
         property=repr(finding.property),
-        out_of_contract=repr(out_of_contract),
-        timeout=repr(float(timeout)),
+        misuse=repr(misuse),
+        timeout_s=repr(float(timeout_s)),
         sources="\n".join(f"    {module_name!r}: {_literal(inspect.getsource(module))}," for module_name, module in EMBEDDED),
     )
 
@@ -146,8 +148,8 @@ REPEAT = ${repeat}
 BITS = ${bits}
 PROPERTY = ${property}
 #: True: the case is outside the variant's contract, and every rank raising is the right answer.
-OUT_OF_CONTRACT = ${out_of_contract}
-TIMEOUT_S = ${timeout}
+MISUSE = ${misuse}
+TIMEOUT_S = ${timeout_s}
 STARTUP_TIMEOUT_S = 120.0
 #: Exit statuses of a rank: 0 matched, 1 a property broke, 3 stuck, 4 raised (right out of contract).
 MATCHED, BROKE, STUCK, RAISED = 0, 1, 3, 4
@@ -186,7 +188,7 @@ def spawn_ranks() -> int:
         elif code not in (MATCHED, BROKE, STUCK, RAISED):
             say(f"[no-hang-no-crash] rank {rank} died: exited with status {code}")
     raised = [code == RAISED for code in codes]
-    if OUT_OF_CONTRACT and any(raised) and not all(raised):
+    if MISUSE and any(raised) and not all(raised):
         say(f"[misuse] ranks {[r for r, up in enumerate(raised) if up]} raised but the others returned")
         failed = True
     else:
@@ -265,10 +267,10 @@ def run_rank(rank: int, world: int) -> int:
         before = harness.case.Case.from_dict(earlier["case"])
         harness.procedure.run_case(request(harness, before, call, earlier["repeat"]), rank, target, device)
     result = harness.procedure.run_case(request(harness, case, call, REPEAT), rank, target, device)
-    if OUT_OF_CONTRACT and result.error and result.error_phase == "forward":
-        say(f"rank {rank}: raised, as it should out of contract: {result.error_line()}")
+    if MISUSE and result.error and result.error_phase == "forward":
+        say(f"rank {rank}: raised, as it should on a misuse case: {result.error_line()}")
         return RAISED
-    if OUT_OF_CONTRACT:
+    if MISUSE:
         violations = [] if result.idle else harness.checks.check_misuse_result(case, result)
     else:
         violations = harness.checks.check_result(case, result, bits=BITS)
@@ -283,7 +285,7 @@ def request(harness: types.ModuleType, case, call, repeat: bool):
     """The request the harness sent for ``case``: the same call, backward and repeat calls."""
     differentiable = case.grad != "none" and case.dtype in harness.contract.DIFFERENTIABLE_DTYPES
     return harness.procedure.RunRequest(case=case, target=TARGET, call=call, check_grad=differentiable,
-                                        repeat=repeat and not OUT_OF_CONTRACT)
+                                        repeat=repeat and not MISUSE)
 
 
 def load_target():

@@ -19,6 +19,9 @@ catalogue report.  A search runs in three steps:
 Calls of the target are costly, so the companion and repeat calls of the stability
 properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
 case itself, so a replay makes the same calls), and on every example once something failed.
+
+One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`_ShrinkClock`)
+share one session's state; what a search hands back is :mod:`harness.results`.
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ from harness.case import Case
 from harness.checks import (
     IN_PLACE_NOTE,
     PROPERTIES,
-    Violation,
     check_misuse,
     check_outcome,
     matching_contracts,
     outcome_notes,
     precompute_reference,
 )
+from harness.compare import Violation
 from harness.contract import MAX_WORLD_SIZE, Contract
 from harness.conventions import Call
 from harness.coverage import Coverage
@@ -56,6 +59,7 @@ from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import RankSets, shared_pool
 from harness.procedure import BatchRequest, RunRequest
+from harness.results import CheckReport, Progress
 
 #: One example in this many, at least, is drawn by Hypothesis rather than the strata.
 RANDOM_SHARE = 5
@@ -109,103 +113,6 @@ _BUCKET_TYPES: dict[str, type[PropertyViolation]] = {
 VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKETS[prop]] for prop in PROPERTIES}
 
 
-@dataclass
-class Progress:
-    """Live counters for progress lines; ``current`` is the case being run.
-
-    ``examples`` counts every case judged; ``shrink_steps`` those judged to shrink a failure
-    (and to find a failing stratum's or probe case's failure again among cases like it); the
-    rest are the search's own examples (:attr:`searched`, what ``--max-examples`` bounds).
-    """
-
-    examples: int = 0
-    failures: int = 0
-    started: float = field(default_factory=time.monotonic)
-    current: Case | None = None
-    #: Every case judged so far, with the property it broke (``None``: passed).
-    seen: list[tuple[Case, str | None]] = field(default_factory=list)
-    shrink_steps: int = 0
-
-    @property
-    def rate(self) -> float:
-        return self.examples / max(1e-9, time.monotonic() - self.started)
-
-    @property
-    def searched(self) -> int:
-        """The examples of the search itself: every case judged but the shrinking steps."""
-        return self.examples - self.shrink_steps
-
-
-@dataclass
-class CheckReport:
-    """The result of checking one target against one contract."""
-
-    target: str
-    contract: Contract
-    #: The search's examples, strata included (what ``--max-examples`` bounds); ``shrink_steps``:
-    #: the cases run to shrink a failure.  Together, every case the ranks ran (the
-    #: confirmation's replays apart).
-    examples: int
-    elapsed_s: float
-    findings: list[Finding]
-    misuse_findings: list[Finding] = field(default_factory=list)
-    misuse_examples: int = 0
-    de_facto: dict[str, int] = field(default_factory=dict)
-    graded_cases: int = 0
-    seed: int | None = None
-    convention: probe.Convention | None = None
-    notes: list[str] = field(default_factory=list)
-    #: The notes that say how the target is called (the probe's: an optional group, a dim taken
-    #: by position): in :attr:`notes` too, but they ask nothing of anyone, so pytest shows them
-    #: under ``-v`` only, never as warnings.
-    call_notes: tuple[str, ...] = ()
-    coverage: Coverage = field(default_factory=Coverage)
-    #: What the target left behind on its ranks (threads, open files), one line per kind.
-    leaks: list[str] = field(default_factory=list)
-    shrink_steps: int = 0
-    #: Hangs and crashes seen in the search that no replay reproduced: not the target's, not counted.
-    unattributed: list[Finding] = field(default_factory=list)
-
-    def warnings(self) -> list[str]:
-        """One line per :attr:`unattributed` finding: what was seen, and why it does not count."""
-        return [finding.warning() for finding in self.unattributed]
-
-    @property
-    def verdict(self) -> str:
-        return "fail" if self.findings or self.misuse_findings else "pass"
-
-    def de_facto_semantics(self) -> str:
-        """The gradient contract(s) the gradients matched in every case that had gradients.
-
-        Counted over cases whose ranks share one input and one cotangent layout (a failure
-        that needs ranks to differ in layout is listed as a finding, with that condition).
-        ``local=sum=mean`` means no drawn case told them apart; ``none of them`` means no
-        single contract explains every case.
-        """
-        if not self.graded_cases:
-            return "n/a"
-        always = [c for c in self.contract.kind.grads if self.de_facto.get(c, 0) == self.graded_cases]
-        return "=".join(always) if always else "none of them"
-
-    def to_json(self) -> dict:
-        return {
-            "target": self.target,
-            "verdict": self.verdict,
-            "examples": self.examples,
-            "shrink_steps": self.shrink_steps,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "violations": [f.to_json() for f in self.findings + self.misuse_findings],
-            "contract": self.contract.describe(),
-            "convention": None if self.convention is None else self.convention.describe(),
-            "notes": self.notes,
-            "leaks": self.leaks,
-            "warnings": self.warnings(),
-            "unattributed": [finding.to_json() for finding in self.unattributed],
-            "de_facto_gradient": self.de_facto_semantics(),
-            "coverage": self.coverage.to_json(),
-        }
-
-
 @dataclass(frozen=True)
 class SearchSettings:
     """How one search runs, passed whole from the front ends to the engine.
@@ -213,9 +120,9 @@ class SearchSettings:
     - ``max_examples`` (default: the profile's) counts strata and drawn examples together;
       ``duration_s`` replaces it with a time budget.
     - ``seed``: the search's seed (``None``: 0).
-    - ``timeout``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
-      rather than stuck, get more: :class:`harness.rankset.Watch`).
-    - ``probe_misuse``: also search out-of-contract input.
+    - ``timeout_s``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
+      rather than stuck, get more: :class:`harness.watch.Watch`).
+    - ``probe_misuse``: also search misuse cases (out-of-contract input).
     - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
     - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
       (see :meth:`_Session.search`).
@@ -232,7 +139,7 @@ class SearchSettings:
     max_examples: int | None = None
     duration_s: float | None = None
     seed: int | None = None
-    timeout: float = DEFAULT_TIMEOUT_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
     probe_misuse: bool = False
     base_settings: settings | None = None
     shrink_budget_s: float = 30.0
@@ -263,12 +170,12 @@ def run_check(
     """
     search = replace(search or SearchSettings(), **changes)
     pool = pool or shared_pool()
-    backend, device = contract.backends[0], contract.devices[0]
+    backend, device = contract.backend, contract.device
     caps = capabilities.measure(pool, backend, device)
     dtypes = caps.drawable(contract.dtypes)
     started = time.monotonic()
     probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
-                                 timeout=search.timeout)
+                                 timeout_s=search.timeout_s)
     contract = probed.contract
     report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention,
                          notes=[*probed.notes, *probed.advice], call_notes=tuple(probed.notes),
@@ -309,7 +216,7 @@ def run_check(
     report.unattributed = session.unattributed
     if search.probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
         misuse = _Session(pool, target, probed.convention.call, contract.bits, search,
-                          profiles.keyed(active, b"misuse"), on_example, None, out_of_contract=True)
+                          profiles.keyed(active, b"misuse"), on_example, None, misuse=True)
         deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
         report.misuse_findings = misuse.find(
             [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
@@ -340,8 +247,8 @@ class _Session:
     progress: Progress = field(default_factory=Progress)
     #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
     leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
-    #: Misuse probes: replays judge a case out of contract (every rank must raise in time).
-    out_of_contract: bool = False
+    #: A misuse search: replays judge a case as misuse (every rank must raise in time).
+    misuse: bool = False
     failing: bool = False
     last: Outcome | None = None
     #: Notes on what the cases showed without breaking a property (:func:`harness.checks.outcome_notes`).
@@ -370,7 +277,7 @@ class _Session:
     def _run(self, case: Case, repeat: bool) -> Outcome:
         self.progress.examples += 1
         self.progress.current = case
-        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout,
+        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s,
                                   diagnose=False,  # the confirmation's replay collects stacks and logs
                                   meanwhile=functools.partial(precompute_reference, case, stability=repeat))
         return self.last
@@ -451,7 +358,7 @@ class _Session:
         cannot drop a rank together with its place in a group layout, nor trade two short ranks
         for one long one; a hang, crash or desync is left as found, since every try of one waits
         for a timeout or a fresh rank set."""
-        if finding.kind in _STALLS or self.out_of_contract:  # a misuse case with a rank fewer may be in contract
+        if finding.kind in _STALLS or self.misuse:  # a misuse case with a rank fewer may be in contract
             return finding
         self.failing = True  # the stability calls, as while shrinking
         smaller = finding
@@ -525,7 +432,7 @@ class _Session:
                              for layer in batch)
             following: list[list[strategies.Stratum]] = []
             started = time.monotonic()
-            passed, history = self.pool.run_batch(BatchRequest(requests, bits=self.bits), timeout=self.config.timeout,
+            passed, history = self.pool.run_batch(BatchRequest(requests, bits=self.bits), timeout=self.config.timeout_s,
                                                   meanwhile=lambda: following.append(_next_batch(source, pending, size)))
             took = time.monotonic() - started
             for layer in batch[: len(batch) if passed is None else passed]:
@@ -554,7 +461,7 @@ class _Session:
             return found
         self.pool.fresh(failing[0].case)
         for earlier, repeat in history:
-            self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
+            self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
         return self.strata(list(failing), up_to, source=BATCHES)
 
     def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
@@ -636,16 +543,16 @@ class _Session:
 
     # -- replays for the confirmation -------------------------------------------------------------------
     def replayer(self) -> confirm.Replay:
-        """Run a case on fresh ranks after a history, and judge it alone (in or out of contract)."""
-        out_of_contract = self.out_of_contract
+        """Run a case on fresh ranks after a history, and judge it alone (in contract, or as misuse)."""
+        misuse = self.misuse
 
         def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
             self.pool.fresh(case)
             for earlier, repeat in history:
-                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout)
-            outcome = self.pool.run(case, self.target, call=self.call, repeat=not out_of_contract,
-                                    timeout=self.config.timeout)
-            violations = check_misuse(outcome) if out_of_contract else check_outcome(outcome, bits=self.bits)
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
+            outcome = self.pool.run(case, self.target, call=self.call, repeat=not misuse,
+                                    timeout=self.config.timeout_s)
+            violations = check_misuse(outcome) if misuse else check_outcome(outcome, bits=self.bits)
             if violations and not outcome.fault:
                 self.pool.after_failure(outcome)
             return violations
@@ -742,4 +649,4 @@ def _note_outcome(outcome: Outcome) -> None:
              + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
 
 
-__all__ = ["CheckReport", "Progress", "PropertyViolation", "SearchSettings", "VIOLATION_TYPES", "run_check"]
+__all__ = ["PropertyViolation", "SearchSettings", "VIOLATION_TYPES", "run_check"]

@@ -62,7 +62,8 @@ from typing import NamedTuple
 import torch
 
 from ..case import Case, make_cotangent, make_input, torch_dtype
-from ..contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, OUTPUTS
+from ..contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
+from ..outputs import OUTPUTS
 
 __all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "expected_reduction",
            "within_bound"]

@@ -1,7 +1,7 @@
 """Hypothesis strategies for gather cases.
 
-``cases(contract=...)`` draws in-contract examples, ``misuse_cases(...)`` out-of-contract
-probes; the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
+``cases(contract=...)`` draws in-contract examples, ``misuse_cases(...)`` misuse
+cases (out-of-contract input); the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
 ``rank_specs``) are public for tests and other projects.  Every function validates its
 arguments when called and raises ``harness.contract.UsageError`` naming the argument.
 """

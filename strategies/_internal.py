@@ -8,6 +8,9 @@ its per-rank lengths first (one list whose size *is* the world size, so the shri
 whole ranks), then its other dims (a list too), dim, dtype and per-rank recipes.  So a
 failing case shrinks toward the smallest world, the fewest dims, the shortest lengths,
 ``float32`` and contiguous ``iota`` inputs with ``ints`` cotangents.
+
+One module, as the strategies build on each other in order (lengths, shapes, rank specs, cases,
+misuse cases); the strata's schedule over them is :mod:`harness.strategies._strata`.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from harness.case import (
     RankSpec,
 )
 from harness.case import recipes_for as case_recipes
-from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, OUTPUTS, Contract
+from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
 from harness.coverage import LONG_LENGTH, allowed
 from harness.errors import UsageError
+from harness.outputs import OUTPUTS
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
 
@@ -79,7 +83,7 @@ _SEEDS = st.integers(0, 2**32 - 1)
 _DIMS_OPTIONS = ("0", "any", "nonzero")
 #: The dims of drawn cases: 1-d up to 4-d.
 _NDIM = (1, 4)
-#: The ways a case can fall outside a contract, in the order misuse probes try them.
+#: The ways a case can fall outside a contract, in the order misuse cases try them.
 _MISUSE_KINDS = ("ragged", "dim", "dtype")
 
 Ex = TypeVar("Ex")
@@ -699,35 +703,35 @@ def contract_violations(case: Case, contract: Contract) -> tuple[str, ...]:
 
 
 def has_misuse(contract: Contract, dtypes_supported: tuple[str, ...]) -> bool:
-    """Whether :func:`misuse_cases` has anything to probe for this contract."""
+    """Whether :func:`misuse_cases` has anything to draw for this contract."""
     _check_contract(contract)
     return bool(_misuse_kinds(contract, check_names("dtypes_supported", dtypes_supported, ALL_DTYPES)))
 
 
 def _misuse_kinds(contract: Contract, supported: tuple[str, ...]) -> tuple[str, ...]:
-    """The probes a contract leaves room for.
+    """The kinds of misuse a contract leaves room for.
 
-    Ragged and dim probes use an in-contract dtype the backend supports, so that the one
-    thing wrong with the case is the one being probed; a ragged probe needs W >= 2.
+    Ragged and dim misuse cases use an in-contract dtype the backend supports, so that the one
+    thing wrong with the case is the one being tried; a ragged one needs W >= 2.
     """
     usable = bool(_in_contract_dtypes(contract, supported))
     possible = {
         "ragged": not contract.ragged and contract.world_sizes[1] >= 2 and usable,
         "dim": contract.dims == "0" and usable,
-        "dtype": bool(_out_of_contract_dtypes(contract)),
+        "dtype": bool(_misuse_dtypes(contract)),
     }
     return tuple(kind for kind in _MISUSE_KINDS if possible[kind])
 
 
-def _nothing_to_probe(contract: Contract) -> str:
-    """Why a contract leaves nothing to probe: it claims every dtype (and so some supported
+def _no_misuse_to_try(contract: Contract) -> str:
+    """Why a contract leaves no misuse to try: it claims every dtype (and so some supported
     one), any dim, and ragged input or a single rank."""
     if contract.ragged:
         reason = "claims every dtype, any dim and ragged input"
     else:
         reason = f"claims every dtype and any dim, and world_sizes={contract.world_sizes} leaves no room for ragged ranks"
     return (
-        f"contract={contract.describe()!r} leaves nothing to probe for misuse: it {reason}; "
+        f"contract={contract.describe()!r} leaves no misuse to try: it {reason}; "
         "drop --probe-misuse or narrow the contract"
     )
 
@@ -736,7 +740,7 @@ def _in_contract_dtypes(contract: Contract, supported: tuple[str, ...]) -> tuple
     return simplest_first(tuple(name for name in contract.dtypes if name in supported))
 
 
-def _out_of_contract_dtypes(contract: Contract) -> tuple[str, ...]:
+def _misuse_dtypes(contract: Contract) -> tuple[str, ...]:
     """Every dtype the variant does not claim, whether or not the backend can carry it:
     either way every rank must raise."""
     return tuple(name for name in SIMPLEST_DTYPES if name not in contract.dtypes)
@@ -753,25 +757,25 @@ def misuse_cases(
 ) -> st.SearchStrategy[Case]:
     """Cases outside ``contract`` in exactly one way, on which every rank must raise.
 
-    - ``contract``: the variant's contract; must leave something to probe (see :func:`has_misuse`).
+    - ``contract``: the variant's contract; must leave some misuse to try (see :func:`has_misuse`).
     - ``dtypes_supported``: the dtype names the backend really carries (measured); ragged and
-      dim probes draw their dtype from the contract's dtypes among these.
+      dim misuse cases draw their dtype from the contract's dtypes among these.
     - ``backend``, ``device``, ``max_length``, ``max_elements``: as in :func:`cases`.
 
-    The probes: ragged lengths for an equal-only variant (W >= 2, lengths not all equal),
+    The kinds: ragged lengths for an equal-only variant (W >= 2, lengths not all equal),
     a dim other than the first for a dims="0" variant (ndim >= 2), a dtype outside
     ``contract.dtypes``.  ``case.grad`` is ``"none"``: the forward call must already raise.
-    Examples shrink as :func:`cases` does, toward the probe with the fewest choices (often
+    Examples shrink as :func:`cases` does, toward the misuse case with the fewest choices (often
     one rank of the simplest out-of-contract dtype).
     """
     _check_contract(contract)
     supported = check_names("dtypes_supported", dtypes_supported, ALL_DTYPES)
     kinds = _misuse_kinds(contract, supported)
     if not kinds:
-        raise UsageError(_nothing_to_probe(contract))
+        raise UsageError(_no_misuse_to_try(contract))
     target = _check_target(backend, device)
     return st.one_of(
-        [_as_drawn(_cases(*_misuse_probe(kind, contract, supported, max_length, max_elements), "none", *target,
+        [_as_drawn(_cases(*_misuse_case(kind, contract, supported, max_length, max_elements), "none", *target,
                           output=contract.read_as.name, groups=contract.groups),
                    contract.with_(ragged=contract.ragged or kind == "ragged")) for kind in kinds]
     )
@@ -782,10 +786,10 @@ def _as_drawn(drawn: st.SearchStrategy[Case], contract: Contract) -> st.SearchSt
     return drawn if contract.collective == "gather" else drawn.map(functools.partial(as_collective, contract=contract))
 
 
-def _misuse_probe(
+def _misuse_case(
     kind: str, contract: Contract, supported: tuple[str, ...], max_length: int, max_elements: int
 ) -> tuple[st.SearchStrategy[tuple[RaggedShapes, tuple[RankTraits, ...]]], tuple[str, ...]]:
-    """Shapes (with rank traits) and dtype names for a ``kind`` probe: out of the contract in that way only."""
+    """Shapes (with rank traits) and dtype names for a ``kind`` misuse case: out of the contract in that way only."""
     ragged, dims, names = contract.ragged, contract.drawn_dims, _in_contract_dtypes(contract, supported)
     low, high = contract.world_sizes
     if kind == "ragged":
@@ -793,7 +797,7 @@ def _misuse_probe(
     elif kind == "dim":
         dims = "nonzero"
     else:
-        names = _out_of_contract_dtypes(contract)
+        names = _misuse_dtypes(contract)
     ndims = contract.ndim_range or _NDIM
     if dims == "nonzero":
         ndims = (max(ndims[0], 2), max(ndims[1], 2))

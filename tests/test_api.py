@@ -172,7 +172,8 @@ def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from harness.contract import Contract
-    from harness.search import Progress, run_check
+    from harness.results import Progress
+    from harness.search import run_check
 
     def cases(seed: int) -> list[str]:
         seen = Progress()

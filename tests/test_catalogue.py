@@ -257,7 +257,7 @@ def check(pool, name: str, budget: int):
     missing = spec.unavailable()
     if missing:
         pytest.skip(f"{name} is unavailable: {missing}")
-    return run_check(spec.target, spec.contract, max_examples=budget, timeout=TIMEOUTS.get(name, 5.0), pool=pool,
+    return run_check(spec.target, spec.contract, max_examples=budget, timeout_s=TIMEOUTS.get(name, 5.0), pool=pool,
                      shrink_budget_s=30.0)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from harness import arguments, cli, options
 from harness.output import ProgressLine
-from harness.search import Progress
+from harness.results import Progress
 from tests.budgets import COMMAND_TIMEOUT_S
 
 PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()

@@ -35,10 +35,12 @@ from harness import cli, repro
 from harness.case import Case, RankSpec
 from harness.checks import check_result
 from harness.contract import Contract
-from harness.conventions import Call, Misfit, detect_output, plan_call, read
+from harness.conventions import Call, Misfit, plan_call
 from harness.errors import UsageError
+from harness.outputs import detect_output, read
 from harness.procedure import RankResult
-from harness.search import Progress, run_check
+from harness.results import Progress
+from harness.search import run_check
 from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S
 from tests.planted import conventions as planted_conventions
 
@@ -226,7 +228,7 @@ CORRECT = [
 
 @pytest.mark.parametrize("target, contract, output", CORRECT, ids=[c[2] + "-" + c[0].split(":")[1] for c in CORRECT])
 def test_a_correct_gather_in_each_convention_passes(pool, target: str, contract: Contract, output: str) -> None:
-    report = run_check(str(ROOT / target), contract, max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool)
+    report = run_check(str(ROOT / target), contract, max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.convention is not None and report.convention.output == output
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
 
@@ -242,7 +244,7 @@ BUGGY = [
 @pytest.mark.parametrize("name, contract, prop, output", BUGGY, ids=[b[3] + "-" + b[0] for b in BUGGY])
 def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: Contract, prop: str,
                                                        output: str) -> None:
-    report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool,
+    report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool,
                        shrink_budget_s=20.0)
     assert report.convention is not None and report.convention.output == output
     assert prop in [f.property for f in report.findings], "\n\n".join(f.text() for f in report.findings)
@@ -250,7 +252,7 @@ def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: 
 
 def test_a_stack_that_is_missing_at_one_rank_shrinks_to_one_rank(pool) -> None:
     report = run_check(f"{PLANTED}:unstacked_on_one_rank", Contract(output="stack"), max_examples=BUDGET,
-                       timeout=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
+                       timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
     [finding] = report.findings
     assert finding.case.world_size == 1 and finding.case.output == "stack", finding.message
 
@@ -265,7 +267,7 @@ def group_rank_differs(case: Case) -> bool:
 @pytest.mark.slow
 def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum", groups=True),
-                       max_examples=150, timeout=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
+                       max_examples=150, timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
     assert report.convention is not None
     assert report.convention.describe() == "global_rank_on_subgroup(x, group=group) -> stack (detected)"
     [finding] = [f for f in report.findings if f.property == "gradients"]
@@ -275,13 +277,13 @@ def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
 
 def test_without_groups_the_global_rank_bug_hides(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum"),
-                       max_examples=40, timeout=CASE_TIMEOUT_S, pool=pool)
+                       max_examples=40, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
 @pytest.mark.slow
 def test_a_target_that_ignores_its_group_is_a_fault_not_a_wrong_verdict(pool) -> None:
-    report = run_check(f"{PLANTED}:ignores_group", Contract(groups=True), max_examples=BUDGET, timeout=3.0,
+    report = run_check(f"{PLANTED}:ignores_group", Contract(groups=True), max_examples=BUDGET, timeout_s=3.0,
                        pool=pool, shrink_budget_s=15.0)
     assert report.findings, "gathering over the world instead of the group went unnoticed"
     for finding in report.findings:  # wrong values with disjoint groups; a desync when some rank is idle
@@ -327,7 +329,7 @@ def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: 
     """Lightning#6624: ``AllGatherGrad.apply(x, group)`` -- the call Lightning makes -- returns one
     gradient for two inputs; ``apply(x)`` alone would pass.  The minimal case makes that call,
     and so does its repro script."""
-    report = run_check(f"{PLANTED}:AllGatherGrad", Contract(grad="sum"), timeout=CASE_TIMEOUT_S, pool=pool)
+    report = run_check(f"{PLANTED}:AllGatherGrad", Contract(grad="sum"), timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.convention is not None
     assert report.convention.describe() == "AllGatherGrad.apply(x, group) and AllGatherGrad.apply(x) -> stack (detected)"
     [finding] = report.findings
@@ -343,7 +345,7 @@ def test_lightnings_allgathergrad_arity_bug_is_found_as_written(pool, tmp_path: 
 
 def test_the_fixed_allgathergrad_passes_called_both_ways(pool) -> None:
     seen: set[bool] = set()
-    report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout=CASE_TIMEOUT_S,
+    report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S,
                        pool=pool, on_example=forms_seen(seen))
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert seen == {True, False}, "both calls must be made"
@@ -354,7 +356,7 @@ def test_rank_and_world_size_are_those_of_the_group_passed(pool) -> None:
     only with the group rank and size, which subgroups whose ranks differ from global ones test."""
     cases: list[Case] = []
     report = run_check(f"{ROOT}/examples/with_rank.py:all_gather_features", Contract(ragged=False, grad="local", groups=True),
-                       max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool,
+                       max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool,
                        on_example=lambda progress: cases.append(progress.current) if progress.current else None)
     assert report.convention is not None and report.convention.describe() == (
         "all_gather_features(x, rank=rank, world_size=world_size, group=group) -> tensor (detected)")
@@ -366,14 +368,14 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
     """Lightning's ``_all_gather_ddp_if_available(x, sync_grads=True)``: differentiable only with the switch."""
     target = f"{ROOT}/examples/sync_grads.py:all_gather"
     switched = run_check(target, Contract(grad="sum", kwargs=(("sync_grads", "True"),)), max_examples=BUDGET,
-                         timeout=CASE_TIMEOUT_S, pool=pool)
+                         timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert switched.verdict == "pass", "\n\n".join(f.text() for f in switched.findings)
     assert switched.convention is not None and switched.convention.forms == (
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
     # without the switch the result never requires grad: the contract's mistake (exit 2), not a finding
     with pytest.raises(UsageError, match=r"^--grad sum: the result of all_gather\(x, group=group\) requires grad "
                                          r"on none of the probe's cases \(W=1 and W=2, "):
-        run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout=CASE_TIMEOUT_S, pool=pool)
+        run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool)
 
 
 def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -388,7 +390,7 @@ def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.Captur
 
 
 def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
-    report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout=CASE_TIMEOUT_S, pool=pool)
+    report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
 

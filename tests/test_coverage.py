@@ -366,7 +366,7 @@ def test_events_name_every_axis_value_of_a_case() -> None:
 def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
     """A run restricted to W=2 and float32: every example lands in that one cell, none elsewhere."""
     report = run_check("harness.ragged:all_gather_ragged", Contract(dtypes=("float32",), world_sizes=(2, 2)),
-                       max_examples=30, timeout=CASE_TIMEOUT_S, pool=pool, seed=3)
+                       max_examples=30, timeout_s=CASE_TIMEOUT_S, pool=pool, seed=3)
     assert report.verdict == "pass" and report.examples == 30
     assert report.coverage.examples == report.examples
     assert {key for key, tally in report.coverage.cells.items() if tally.examples} == {(2, "float32")}
@@ -375,7 +375,7 @@ def test_a_checks_coverage_counts_every_example_it_ran(pool) -> None:
 
 @pytest.mark.slow
 def test_a_planted_failure_lands_in_its_dtypes_column(pool) -> None:
-    report = run_check("tests.planted.bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout=CASE_TIMEOUT_S,
+    report = run_check("tests.planted.bugs:complex64_drops_imaginary", Contract(), max_examples=100, timeout_s=CASE_TIMEOUT_S,
                        pool=pool, seed=5)
     assert [finding.case.dtype for finding in report.findings] == ["complex64"]
     failing = {dtype for (_, dtype), tally in report.coverage.cells.items() if tally.failures}

@@ -41,6 +41,7 @@ PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference
 #: module is the controller's, and no module here may import one, directly or through others.
 RANK_SIDE = frozenset({
     "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.values", "harness.conventions",
+    "harness.outputs",
     "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
@@ -48,13 +49,13 @@ RANK_SIDE = frozenset({
     "harness.variants.plain", "harness.variants.relayouts",
     "harness.variants.torch_paths",
     # the fuzz engine's batches are judged on the ranks (harness.rank.on_batch)
-    "harness.checks", "harness.reference",
+    "harness.checks", "harness.compare", "harness.reference",
 })
 #: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
 #: front ends and never imports one (:data:`FRONT_ENDS`), directly or through others: options are
 #: bound into a contract above it (``harness.api.bind``), and it is handed the result.
-POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.faults", "harness.machine", "harness.forkserver",
-                        "harness.remote_driver", "harness.capabilities"})
+POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.watch", "harness.faults", "harness.machine",
+                        "harness.forkserver", "harness.remote_driver", "harness.capabilities"})
 FRONT_ENDS = frozenset({"harness.api", "harness.arguments", "harness.cli", "harness.plugin"})
 #: What a module embedded in a repro script may import besides the other embedded modules.
 EMBEDDED_MAY_IMPORT = frozenset({"__future__", "torch"} | set(sys.stdlib_module_names))

@@ -17,8 +17,9 @@ from harness.reference import expected_grad, expected_output, expected_reduction
 from harness import minimal_repro, repro
 from harness.case import Case, RankSpec, make_cotangent, make_input
 from harness.contract import COLLECTIVES, Contract
-from harness.conventions import describe_result, plan_call
+from harness.conventions import plan_call
 from harness.errors import Misfit, UsageError
+from harness.outputs import describe_result
 from harness.search import Finding, run_check
 from harness.targets import load
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
@@ -116,7 +117,7 @@ def test_contracts_of_the_neighbours_refuse_what_has_no_meaning() -> None:
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
     report = run_check(f"tests.planted.neighbours:{name}", Contract(**contract), max_examples=BUDGET,
-                       timeout=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
+                       timeout_s=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
 
@@ -156,7 +157,7 @@ def test_a_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop
     ("harness.ragged:all_to_all", {**A2A, "grad": "adjoint", "groups": True}),
 ])
 def test_our_own_reduce_scatter_and_all_to_all_pass(pool, target: str, contract: dict) -> None:
-    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.examples >= BUDGET
 
@@ -184,7 +185,7 @@ def test_a_first_parameter_that_says_list_gets_the_pieces_of_x() -> None:
     ("tests.planted.neighbours:a2a_lists", {**A2A, "grad": "adjoint", "groups": True}, "list"),
 ])
 def test_list_forms_that_are_right_pass(pool, target: str, contract: dict, output: str) -> None:
-    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.convention is not None and report.convention.output == output
     assert report.convention.call.split_input
@@ -206,9 +207,9 @@ def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
     from harness.probe import probe
 
     with pytest.raises(Misfit, match="takes no split_sizes parameter .* --no-ragged"):
-        probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS), "float32", timeout=TIMEOUT_S)
+        probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS), "float32", timeout_s=TIMEOUT_S)
     found = probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS, ragged=False), "float32",
-                  timeout=TIMEOUT_S)
+                  timeout_s=TIMEOUT_S)
     assert found.failed is None and found.convention.call.roles == ("dim", "group")
 
 
@@ -220,7 +221,7 @@ def test_a_float_reduce_scatter_repro_judges_within_the_rounding_bound(tmp_path:
     for target, code in (("harness.ragged:reduce_scatter_sum", 0), ("tests.planted.neighbours:rs_wrong_slot", 1)):
         finding = Finding("values", "mismatch", replace(case, grad="none"), "(planted)", [],
                           call=plan_call(load(target), roles=ROLES["reduce-scatter"]))
-        path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout=10, out_of_contract=False)
+        path = minimal_repro.write(finding, target, tmp_path / f"{code}.py", timeout_s=10, misuse=False)
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == code and "within" in path.read_text(), done.stdout + done.stderr
 
@@ -244,8 +245,8 @@ def test_both_repro_scripts_of_a_neighbour_reproduce(name: str, case: Case, prop
     target = f"tests.planted.neighbours:{name}"
     finding = Finding(prop, "mismatch", case, "(planted)", [], call=plan_call(load(target), roles=ROLES[
         case.collective]))
-    faithful = repro.write(finding, target, tmp_path, timeout=10)
-    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=False)):
+    faithful = repro.write(finding, target, tmp_path, timeout_s=10)
+    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout_s=10, misuse=False)):
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "reproduces" in done.stdout, done.stdout + done.stderr
 
@@ -324,7 +325,7 @@ def test_a_result_of_several_items_is_told_in_order() -> None:
 ])
 def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, described: str) -> None:
     report = run_check(target, Contract(**contract, dtypes=("float32", "float64")), max_examples=BUDGET,
-                       timeout=TIMEOUT_S, pool=pool)
+                       timeout_s=TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.convention is not None
     assert described in (report.convention.output, report.convention.call.describe())
@@ -363,7 +364,7 @@ def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unc
     from harness.checks import IN_PLACE_NOTE
 
     report = run_check("tests.planted.neighbours:rs_in_place", Contract(**RS, dtypes=("float32",), world_sizes=(2, 2)),
-                       max_examples=20, timeout=TIMEOUT_S, pool=pool)
+                       max_examples=20, timeout_s=TIMEOUT_S, pool=pool)
     assert "inputs-untouched" in {finding.property for finding in report.findings}
     assert IN_PLACE_NOTE not in report.notes
 
@@ -479,7 +480,7 @@ def test_both_dims_of_a_relayout_are_bound_by_name() -> None:
     ("tests.planted.neighbours:relayout_fixed_dims", {**A2A, "ragged": False, "scatter_dim": "2", "gather_dim": "1"}),
 ], ids=["ours", "SeqAllToAll", "fixed-dims"])
 def test_a_correct_relayout_passes(pool, target: str, contract: dict) -> None:
-    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout=TIMEOUT_S, pool=pool)
+    report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.examples >= BUDGET
 

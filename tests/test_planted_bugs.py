@@ -32,7 +32,7 @@ BUDGET = 150  # examples; the ci profile's 100 plus headroom for the rarer dimen
 
 def search(pool, name: str, **contract: object) -> dict[str, Finding]:
     report = run_check(f"tests.planted.bugs:{name}", Contract(**contract), max_examples=BUDGET,
-                       timeout=PLANTED_TIMEOUT_S, pool=pool, shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
+                       timeout_s=PLANTED_TIMEOUT_S, pool=pool, shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
 
@@ -94,7 +94,7 @@ def test_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop: 
 
 @pytest.mark.parametrize("grad", ["none", "sum"])
 def test_a_correct_gather_never_fails(pool, grad: str) -> None:
-    report = run_check("tests.planted.bugs:correct", Contract(grad=grad), max_examples=200, timeout=10.0, pool=pool)
+    report = run_check("tests.planted.bugs:correct", Contract(grad=grad), max_examples=200, timeout_s=10.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings)
     assert report.examples == 200
 
@@ -102,7 +102,7 @@ def test_a_correct_gather_never_fails(pool, grad: str) -> None:
 def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
     """Equal-only by claim; on ragged input it pads and never unpads, without a word."""
     report = run_check("tests.planted.bugs:forgot_unpad", Contract(ragged=False, dtypes=GLOO_DTYPES),
-                       max_examples=BUDGET, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True,
+                       max_examples=BUDGET, timeout_s=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True,
                        shrink_budget_s=PLANTED_SHRINK_BUDGET_S)
     assert report.findings == []  # in contract it is correct
     [finding] = report.misuse_findings
@@ -112,7 +112,7 @@ def test_misuse_probe_reports_a_silent_wrong_answer(pool) -> None:
 
 def test_misuse_probe_accepts_raising_on_every_rank(pool) -> None:
     report = run_check("tests.planted.bugs:equal_only_checked", Contract(ragged=False, dtypes=GLOO_DTYPES),
-                       max_examples=60, timeout=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True)
+                       max_examples=60, timeout_s=PLANTED_TIMEOUT_S, pool=pool, probe_misuse=True)
     assert report.verdict == "pass", "\n\n".join(f.message for f in report.findings + report.misuse_findings)
     assert report.misuse_examples > 0
 
@@ -130,7 +130,7 @@ CI = profile_settings("ci")  # no example database: what earlier runs saved does
 
 def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, grad="local", dtypes=("float32",), world_sizes=(1, 2)),
-                       max_examples=30, timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+                       max_examples=30, timeout_s=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     [finding] = report.findings
     if IN_PLACE_REFUSED:
         assert (finding.property, finding.kind, finding.status) == ("values", "exception", "confirmed")
@@ -152,14 +152,14 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
 
 def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
-                       timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+                       timeout_s=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
     assert report.notes == [IN_PLACE_NOTE]
 
 
 def test_a_gather_that_writes_nothing_gets_no_note(pool) -> None:
     report = run_check("tests.planted.bugs:correct", Contract(dtypes=("float32",), world_sizes=(1, 2)),
-                       max_examples=10, timeout=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
+                       max_examples=10, timeout_s=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
     assert report.verdict == "pass" and report.notes == []
 
 

@@ -27,8 +27,8 @@ from harness.options import PATIENCE
 from harness.pool import Pool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, read_ledger, read_slot
-from harness.rankset import usage
 from harness.stacks import user_frames
+from harness.watch import usage
 
 TIMEOUT_S = 2.0
 SLACK_S = 4.0

@@ -13,7 +13,8 @@ from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 from harness import coverage, strategies
-from harness.checks import Violation, check_outcome
+from harness.checks import check_outcome
+from harness.compare import Violation
 from harness.contract import Contract
 from harness.variants import GLOO_DTYPES
 

@@ -112,10 +112,10 @@ def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
         assert {parent_of(pid) for pid in first} == {node.pid for node in nodes}  # ranks of both 'nodes'
 
         passed = run_check(CORRECT, Contract(world_sizes=(4, 4), dtypes=("float32", "int64")), max_examples=12,
-                           timeout=5.0, pool=pool)
+                           timeout_s=5.0, pool=pool)
         assert passed.verdict == "pass" and passed.examples == 12, passed.findings
         found = run_check("tests.planted.bugs:reversed_ranks", Contract(world_sizes=(4, 4)), max_examples=30,
-                          timeout=5.0, pool=pool, shrink_budget_s=SHRINK_S)
+                          timeout_s=5.0, pool=pool, shrink_budget_s=SHRINK_S)
         assert [f.property for f in found.findings] == ["values"], found.findings
 
         broken = pool.run(CASE, "tests.planted.faults:raise_rank1")

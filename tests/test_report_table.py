@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 from harness import catalogue_report, confirm
 from harness.case import Case, RankSpec
 from harness.catalogue_report import HEADER, WIDTH, Row, folded_table, plan, short_contract, text_report
-from harness.checks import Violation
+from harness.compare import Violation
 from harness.contract import COLLECTIVES
-from harness.search import CheckReport, _ShrinkClock
+from harness.results import CheckReport
+from harness.search import _ShrinkClock
 from harness.variants import CATALOGUE, by_name
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -115,7 +115,7 @@ def test_repro_passes_when_the_case_is_right(tmp_path: Path) -> None:
 
 def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
     finding = Finding("no-hang-no-crash", "hang", dataclasses.replace(TWO_RANKS, grad="none"), "hang", [])
-    path = repro.write(finding, "tests.planted.faults:hang_rank1", tmp_path, timeout=2)
+    path = repro.write(finding, "tests.planted.faults:hang_rank1", tmp_path, timeout_s=2)
     done = run_script(path, sys.executable, cwd=tmp_path)
     assert done.returncode == 1
     assert "[no-hang-no-crash] rank 1: the case did not finish within 2 s; it is stuck in:" in done.stdout
@@ -144,7 +144,7 @@ def test_embedded_source_round_trips(source: str) -> None:
 BUGS = "tests.planted.bugs"
 ONE = Case(ranks=(RankSpec((1,)),))
 TWO_RAGGED = Case(ranks=(RankSpec((0,)), RankSpec((1,))))
-#: property -> (planted bug, the minimal case it fails on, out of contract?, history)
+#: property -> (planted bug, the minimal case it fails on, a misuse case?, history)
 EVERY_PROPERTY: dict[str, tuple[str, Case, bool, tuple[tuple[Case, bool], ...]]] = {
     "values": ("reversed_ranks", Case(ranks=(RankSpec((1,)), RankSpec((1,)))), False, ()),
     "dtype": ("float64_to_float32", dataclasses.replace(ONE, dtype="float64"), False, ()),
@@ -163,22 +163,22 @@ EVERY_PROPERTY: dict[str, tuple[str, Case, bool, tuple[tuple[Case, bool], ...]]]
 
 def planted_finding(prop: str) -> tuple[str, Finding, bool]:
     """The planted bug of ``prop``, and a finding of it as the search would report it."""
-    name, case, out_of_contract, history = EVERY_PROPERTY[prop]
+    name, case, misuse, history = EVERY_PROPERTY[prop]
     reported = {"history-dependent": "values", "inputs-untouched (in place)": "inputs-untouched"}.get(prop, prop)
-    return name, Finding(reported, "mismatch", case, "(planted)", [], history=history), out_of_contract
+    return name, Finding(reported, "mismatch", case, "(planted)", [], history=history), misuse
 
 
 @pytest.mark.parametrize("prop", list(EVERY_PROPERTY))
 def test_every_propertys_repro_reproduces(prop: str, tmp_path: Path) -> None:
     """The repro runs the harness's own procedure and checks: a planted bug of each property
     fails in it with exit 1 and "the failure reproduces" (a hang ends with the rank watchdog)."""
-    name, finding, out_of_contract = planted_finding(prop)
-    path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout=3, out_of_contract=out_of_contract)
+    name, finding, misuse = planted_finding(prop)
+    path = repro.write(finding, f"{BUGS}:{name}", tmp_path, timeout_s=3, misuse=misuse)
     done = run_script(path, sys.executable, cwd=ROOT)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "repro: the failure reproduces" in done.stdout, done.stdout
     refused = prop == "inputs-untouched (in place)" and IN_PLACE_REFUSED  # torch 2.4-2.5 raise in the forward
-    shown = "misuse" if out_of_contract else "values" if prop == "history-dependent" or refused else finding.property
+    shown = "misuse" if misuse else "values" if prop == "history-dependent" or refused else finding.property
     assert f"[{shown}]" in done.stdout or (prop == "history-dependent" and "[shape]" in done.stdout), done.stdout
 
 
@@ -218,16 +218,16 @@ def minimal_scripts(tmp_path: Path) -> dict[str, tuple[Path, int]]:
     (1), the same finding against a correct gather (0), and the cases above."""
     scripts: dict[str, tuple[Path, int]] = {}
 
-    def add(label: str, target: str, finding: Finding, status: int, out_of_contract: bool = False) -> None:
+    def add(label: str, target: str, finding: Finding, status: int, misuse: bool = False) -> None:
         faithful = tmp_path / label.replace(" ", "_") / f"{finding.property}.py"
         faithful.parent.mkdir()
-        path = minimal_repro.write(finding, target, faithful, timeout=10, out_of_contract=out_of_contract)  # 3 s was cut short by init on a loaded box
+        path = minimal_repro.write(finding, target, faithful, timeout_s=10, misuse=misuse)  # 3 s was cut short by init on a loaded box
         scripts[label] = (path, status)
 
     for prop in EVERY_PROPERTY:
-        name, finding, out_of_contract = planted_finding(prop)
-        add(prop, f"{BUGS}:{name}", finding, 1, out_of_contract)
-        add(f"{prop} correct", "tests.planted.faults:correct", finding, 0, out_of_contract)
+        name, finding, misuse = planted_finding(prop)
+        add(prop, f"{BUGS}:{name}", finding, 1, misuse)
+        add(f"{prop} correct", "tests.planted.faults:correct", finding, 0, misuse)
     sync = Call(name="SyncFunction.apply", positional=(), apply=True, signature="SyncFunction.apply(tensor)")
     add("layouts", "harness.variants.contrastive:SyncFunction",
         Finding("gradients", "mismatch", MIXED, "", [], call=sync), 1)
@@ -263,7 +263,7 @@ def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Pa
     sync = Call(name="SyncFunction.apply", positional=(), apply=True)
     finding = Finding("gradients", "mismatch", MIXED, "", [], call=sync)
     path = minimal_repro.write(finding, "harness.variants.contrastive:SyncFunction", tmp_path / "gradients.py",
-                               timeout=10, out_of_contract=False)
+                               timeout_s=10, misuse=False)
     imported = {name for node in ast.walk(ast.parse(path.read_text())) for name in (
         [alias.name for alias in node.names] if isinstance(node, ast.Import) else
         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])}

@@ -173,9 +173,9 @@ def test_default_world_sizes_reach_four() -> None:
 
 
 @pytest.mark.parametrize("kind", ["ragged", "dim", "dtype"])
-def test_misuse_cases_reach_each_probe(kind: str) -> None:
-    probes = misuse_cases(contract=NARROW, dtypes_supported=ALL_DTYPES)
-    _find(probes, lambda c: kind in contract_violations(c, NARROW), shrink=False)
+def test_misuse_cases_reach_each_kind(kind: str) -> None:
+    drawn = misuse_cases(contract=NARROW, dtypes_supported=ALL_DTYPES)
+    _find(drawn, lambda c: kind in contract_violations(c, NARROW), shrink=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,14 +27,16 @@ from benchmarks import concurrency, shrinking
 from harness import capabilities, catalogue_report, cli, confirm, hints, repro, search, strategies
 from harness.api import profile_settings, warn_unattributed
 from harness.case import Case, RankSpec
-from harness.checks import Violation, check_outcome
+from harness.checks import check_outcome
+from harness.compare import Violation
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.faults import Outcome
 from harness.finding import Finding, UnreproducedFaultWarning
 from harness.pool import Pool
 from harness.procedure import RankResult, record_error
-from harness.search import MAX_SHRINK_STEPS, CheckReport, _ShrinkClock, run_check
+from harness.results import CheckReport
+from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
 from harness.variants import by_name
 from tests.budgets import SCRIPT_TIMEOUT_S
 
@@ -45,7 +47,7 @@ CI = profile_settings("ci")
 
 @pytest.mark.slow
 def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -> None:
-    report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=11,
+    report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=11,
                        base_settings=CI)
     [finding] = report.findings
     assert finding.status == "history-dependent" and finding.replays[0] == 0, finding.text()
@@ -62,12 +64,12 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
-    report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout=5.0, pool=pool, seed=2,
+    report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=2,
                        base_settings=CI)
     assert [finding.property for finding in report.findings] == ["bits"], "\n\n".join(f.text() for f in report.findings)
     [finding] = report.findings
     assert "became" in finding.message and ("-0.0 became +0.0" in finding.message or "NaN" in finding.message)
-    waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout=5.0, pool=pool,
+    waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout_s=5.0, pool=pool,
                        seed=2, base_settings=CI)
     assert waived.verdict == "pass", "\n\n".join(f.text() for f in waived.findings)
 
@@ -83,7 +85,7 @@ def test_a_signed_zero_is_named(pool) -> None:
 @pytest.mark.slow
 def test_a_failure_needing_mixed_cotangent_layouts_says_so(pool) -> None:
     spec = by_name("bolts_sync_function")
-    report = run_check(spec.target, spec.contract, max_examples=60, timeout=5.0, pool=pool, seed=1,
+    report = run_check(spec.target, spec.contract, max_examples=60, timeout_s=5.0, pool=pool, seed=1,
                        base_settings=CI, track_semantics=True)
     [finding] = report.findings
     assert finding.property == "gradients"
@@ -187,7 +189,7 @@ def test_the_api_warns_where_the_cli_prints_a_warning_line() -> None:
 
 @pytest.mark.slow
 def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
-    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout=2.0, pool=pool, seed=1,
+    report = run_check(f"{FAULTS}:hang_rank1", Contract(), max_examples=20, timeout_s=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
     [finding] = report.findings
     assert (finding.property, finding.kind, finding.status) == ("no-hang-no-crash", "hang", "confirmed")
@@ -196,7 +198,7 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
 
 @pytest.mark.slow
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
-    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout=2.0, pool=pool, seed=1,
+    report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout_s=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
     assert len(report.findings) == 1, (report.examples, report.warnings(), [f.text() for f in report.unattributed])
     [finding] = report.findings
@@ -247,23 +249,23 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
 # -- the harness's own failures: retried where safe, then exit 3 with one line -------------------------
 
 
-def test_a_capability_probe_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
+def test_a_capability_measurement_that_keeps_failing_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies")
+    monkeypatch.setattr(capabilities, "MEASURE_TARGET", "tests.planted.faults:measurement_dies")
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1, err
-    assert err.startswith("harness error: the capability probe of gloo/cpu failed 2 times, each on fresh ranks (last: "
-                          "calling tests.planted.faults:probe_dies on a gloo/cpu set of 2: rank 0 died: exited with "
+    assert err.startswith("harness error: the capability measurement of gloo/cpu failed 2 times, each on fresh ranks (last: "
+                          "calling tests.planted.faults:measurement_dies on a gloo/cpu set of 2: rank 0 died: exited with "
                           "status 9"), err
 
 
-def test_a_capability_probe_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a rank killed during the probe by a crowded machine looks like: the second try measures."""
-    monkeypatch.chdir(tmp_path)  # where the planted probe keeps its marker (ranks start here)
+def test_a_capability_measurement_that_failed_once_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rank killed during the measurement by a crowded machine looks like: the second try measures."""
+    monkeypatch.chdir(tmp_path)  # where the planted measurement keeps its marker (ranks start here)
     monkeypatch.setattr(capabilities, "_MEASURED", {})
-    monkeypatch.setattr(capabilities, "PROBE_TARGET", "tests.planted.faults:probe_dies_once")
+    monkeypatch.setattr(capabilities, "MEASURE_TARGET", "tests.planted.faults:measurement_dies_once")
     with Pool(timeout=5.0) as fresh:
         assert capabilities.measure(fresh).supports("float32")
     assert (tmp_path / "planted-hiccup.done").exists()
@@ -365,7 +367,7 @@ def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) 
 
 @pytest.mark.slow
 def test_a_confined_bug_is_found_end_to_end_within_the_default_budget(pool) -> None:
-    report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout=5.0, pool=pool, seed=7, base_settings=CI)
+    report = run_check(f"{BUGS}:int64_through_float64", Contract(), timeout_s=5.0, pool=pool, seed=7, base_settings=CI)
     [finding] = report.findings
     assert finding.case.dtype == "int64" and finding.status == "confirmed"
 

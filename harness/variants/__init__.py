@@ -13,7 +13,8 @@ harness's job.  Every entry, with its origin, claim and verdict, is the catalogu
 ``docs/report.md``, which ``tests/test_readme.py`` keeps equal to :data:`CATALOGUE`.
 
 torch's own paths (``harness.variants.torch_paths``) are described, with what they were found to
-do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catalogue leaves out.
+do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catalogue leaves out.  Its length
+is the catalogue's: one entry per variant.
 """
 
 from __future__ import annotations

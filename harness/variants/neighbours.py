@@ -14,7 +14,7 @@ cotangent (an all_gather of the cotangents for reduce-scatter, the reverse all-t
 all-to-all); ``none`` = not differentiable.  The table is each author's claim, not the
 truth.  "Measured" in a docstring: gloo, torch 2.13.0+cpu, W = 1..3 and the subgroup [1, 2]
 of 3 ranks, float32/float64/complex64/int64, equal, all-empty and ragged (zero-length) slots,
-contiguous and transposed inputs and cotangents, against a float64 single-process reference.
+contiguous and transposed inputs and cotangents, against a float64 single-process reference.  Its length is the catalogue's: one function per published path.
 
 ================================================== ==== ======================================= ====== ==== ====== =======
 function                                           coll call after ``x``                         ragged dims dtypes grad

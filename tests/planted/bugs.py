@@ -204,7 +204,7 @@ def contiguous_cotangent_only(x: torch.Tensor, dim: int) -> torch.Tensor:
     return _BuggyBackward.apply(x, dim, "flat-view")
 
 
-# -- out-of-contract probes (--probe-misuse) ----------------------------------------------------
+# -- misuse cases (--probe-misuse) --------------------------------------------------------------
 
 
 def equal_only_checked(x: torch.Tensor, dim: int) -> torch.Tensor:

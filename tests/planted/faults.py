@@ -198,14 +198,14 @@ def hangs_after_float64(x: torch.Tensor, dim: int) -> torch.Tensor:
 # -- failures of the harness's own steps (what must exit 3, or be retried) ------------------------------
 
 
-def probe_dies(device: str = "cpu") -> None:
-    """A capability probe whose rank 0 dies, as one killed for memory would."""
+def measurement_dies(device: str = "cpu") -> None:
+    """A capability measurement whose rank 0 dies, as one killed for memory would."""
     if dist.get_rank() == 0:
         os._exit(9)
 
 
-def probe_dies_once(device: str = "cpu") -> dict:
-    """Dies like :func:`probe_dies` the first time in this working directory, then probes for real."""
+def measurement_dies_once(device: str = "cpu") -> dict:
+    """Dies like :func:`measurement_dies` the first time in this working directory, then measures for real."""
     if not os.path.exists(HICCUP_MARKER):
         dist.barrier()  # both ranks see the marker missing before rank 0 creates it
         if dist.get_rank() == 0:

@@ -1,0 +1,126 @@
+"""The hang watch: whether ranks that have not returned by the deadline are slowed or stuck.
+
+It reads the ranks' thread states and CPU time from ``/proc`` (:func:`usage`) over a window
+(:data:`WINDOW_S`) and decides, at the deadline, whether a case gets more time
+(:class:`Watch`); it also sets how often the controller polls the ranks' collective ledgers
+while it waits.  :class:`harness.rankset.RankSet` runs the wait, and a remote set answers
+:meth:`~harness.rankset.RankSet._usage` from its ranks' side connection instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from harness.options import PATIENCE
+
+#: How often the controller reads the ranks' collective ledgers while it waits for them: often
+#: at first (a desync shows within milliseconds), then less so.
+POLL_S = (0.005, 0.02)
+_FAST_POLLS_S = 0.1
+#: How long a look at the ranks lasts: busy within it (running, runnable or using the CPU) or not.
+WINDOW_S = 0.5
+#: CPU seconds the unreturned ranks must use within a window to count as busy; a rank asleep in
+#: a wait uses none (its idle threads, a few milliseconds a second at most).
+BUSY_CPU_S = 0.02
+#: Thread states (``/proc``) of a rank that is getting on: running or runnable, or in a disk wait.
+WORKING = frozenset({"R", "D"})
+#: Once a peer has raised or died, unreturned ranks seen idle (asleep in a wait, using no CPU) for
+#: this long are not waited for to the end of the grace (:data:`harness.rankset.GRACE_S`): a rank
+#: that can still finish runs or waits to run, so waiting out the grace would change nothing.
+SETTLE_S = 0.1
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def usage(pid: int) -> tuple[float, bool] | None:
+    """A process's CPU seconds so far and whether any of its threads is running, runnable or in
+    a disk wait (a collective's work runs on the backend's threads while the main one waits; a
+    fresh rank's first call can page in libraries), from ``/proc``; ``None`` where the system
+    does not say."""
+    try:
+        whole = _stat_fields(f"/proc/{pid}/stat")
+        threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return None
+    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] in WORKING for fields in threads)
+
+
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a ``/proc`` stat file after ``pid (comm)``: state, ppid, ..., utime (11), stime (12)."""
+    with open(path) as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2:].split()
+
+
+class Watch:
+    """Tells a slowed case from a stuck one once its time is up.
+
+    On a machine busier than it has cores (CI's two, shared with other jobs) a case that
+    takes milliseconds can miss a timeout of seconds: called a hang, it is one that no replay
+    brings back, or worse, one that a replay's own stall "reproduces".  A stuck rank
+    sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
+    disk.  So when the deadline comes and ranks have not returned, they are looked at over the
+    last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
+    timeout; idle ones are stuck, and the case is a hang (one that sleeps costs no
+    more than its timeout).
+    """
+
+    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout_s: float) -> None:
+        self.look = look
+        self.started, self.timeout_s = started, timeout_s
+        self.cap = started + max(timeout_s * PATIENCE, timeout_s + 2 * WINDOW_S)
+        #: The ranks as last looked at, and when: a verdict needs a whole window since.
+        self.before: dict[int, tuple[float, bool] | None] = {}
+        self.since: float | None = None
+        #: Why the wait ended without every rank (for the hang's message), once it has.
+        self.verdict = ""
+
+    def poll_s(self, now: float) -> float:
+        """How long to wait for the ranks before reading their ledgers again (:data:`POLL_S`)."""
+        return POLL_S[0] if now - self.started < _FAST_POLLS_S else POLL_S[1]
+
+    def nearly(self, ranks: list[int], now: float) -> None:
+        """The last window before the deadline has begun: look at the ranks (once)."""
+        if self.since is None:
+            self.before, self.since = {r: self.look(r) for r in ranks}, now
+
+    def more_time(self, ranks: list[int], now: float) -> float | None:
+        """At the deadline: a later one if the unreturned ``ranks`` were busy (or have not been
+        watched for a whole window yet), else ``None``."""
+        if self.since is None or now - self.since < WINDOW_S:
+            self.nearly(ranks, now)
+            return (self.since or now) + WINDOW_S
+        busy = self._busy(ranks, now)
+        waited = now - self.started
+        if busy and now < self.cap:
+            return min(now + WINDOW_S, self.cap)
+        if busy:
+            self.verdict = (f"still busy after {waited:.1f} s ({PATIENCE:g} x the {self.timeout_s:g} s timeout): "
+                            f"too slow, or spinning")
+        elif busy is not None:
+            self.verdict = (f"after {waited:.1f} s every rank that had not returned was idle (asleep in a wait "
+                            f"for the last {WINDOW_S:g} s)")
+        return None
+
+    def settled(self, ranks: list[int], now: float) -> bool:
+        """Once a peer has raised or died: whether the unreturned ``ranks`` stayed idle for a whole
+        :data:`SETTLE_S` (the first call only looks)."""
+        if self.since is None:
+            self.nearly(ranks, now)
+            return False
+        if now - self.since < SETTLE_S or self._busy(ranks, now) is not False:
+            return False
+        self.verdict = (f"after {now - self.started:.1f} s every rank that had not returned was idle (asleep in a "
+                        f"wait for {SETTLE_S:g} s) once a peer had raised or died")
+        return True
+
+    def _busy(self, ranks: list[int], now: float) -> bool | None:
+        """Whether ``ranks`` used CPU or ran since last looked at (``None``: the system does not
+        say); they are looked at again from ``now``."""
+        after = {r: self.look(r) for r in ranks}
+        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
+        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
+        self.before, self.since = after, now
+        if not known:
+            return None
+        return used >= BUSY_CPU_S or any(seen[1] for _, seen in known)
