@@ -12,7 +12,7 @@ import torch
 from hypothesis import settings
 
 from harness import profiles
-from harness.pool import Pool, shared_pool
+from harness.pool import LocalPool, shared_pool
 
 ACTIVE_PROFILE = profiles.load()
 
@@ -22,7 +22,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pool() -> Pool:
+def pool() -> LocalPool:
     """The warm rank pool shared by every test in this pytest process (one per xdist worker)."""
     shared = shared_pool()
     yield shared

@@ -46,7 +46,7 @@ from harness.case import Case  # noqa: E402
 from harness.checks import check_outcome  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool, shared_pool  # noqa: E402
+from harness.pool import LocalPool, shared_pool  # noqa: E402
 from harness.probe import plan  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
@@ -98,7 +98,7 @@ def drawn(contract: Contract, count: int) -> tuple[list[Case], float]:
     return cases, (time.perf_counter() - started) / max(len(cases), 1)
 
 
-def _values(pool: Pool, world: int, function: str, *args: object) -> list:
+def _values(pool: LocalPool, world: int, function: str, *args: object) -> list:
     """What ``function(*args)`` returned on every rank; RuntimeError naming the first rank that failed."""
     results = pool.call(world, function, *args, timeout=300)
     failed = [result for result in results if result is None or result.error]
@@ -116,7 +116,7 @@ def timed(step, items: list) -> list[float]:  # type: ignore[no-untyped-def]
     return times
 
 
-def model(pool: Pool, world: int, count: int) -> dict[str, float]:
+def model(pool: LocalPool, world: int, count: int) -> dict[str, float]:
     """Every stage's median seconds per example at ``world`` ranks, and the two paths' rates."""
     contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(world, world))
     run_check(GATHER, contract, max_examples=20, seed=1, pool=pool)  # warm: probe, capabilities, imports

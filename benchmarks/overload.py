@@ -34,7 +34,7 @@ if ROOT not in sys.path:
 from harness import watch  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool  # noqa: E402
+from harness.pool import LocalPool  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
 TARGETS = (
@@ -44,7 +44,7 @@ TARGETS = (
 HEADER = ("hang watch", "checks", "examples", "spurious findings", "hangs put aside (warned)", "seconds")
 
 
-def run_arm(pool: Pool, checks: int, examples: int, timeout: float) -> tuple[int, int, int, int, float]:
+def run_arm(pool: LocalPool, checks: int, examples: int, timeout: float) -> tuple[int, int, int, int, float]:
     """``checks`` rounds of every target: (checks, examples, findings, put aside, seconds)."""
     started = time.monotonic()
     done = run = found = aside = 0
@@ -72,7 +72,7 @@ def main() -> None:
     watched = watch.Watch.more_time
     rows = []
     try:
-        with Pool() as pool:
+        with LocalPool() as pool:
             for name, more_time in (("off", lambda self, ranks, now: None), ("on", watched)):
                 watch.Watch.more_time = more_time  # type: ignore[method-assign]
                 done, run, found, aside, seconds = run_arm(pool, args.checks, args.examples, args.timeout)

@@ -34,7 +34,7 @@ if ROOT not in sys.path:
 
 from harness.api import bind, execute, prepare  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import RankSets, shared_pool  # noqa: E402
+from harness.pool import Pool, shared_pool  # noqa: E402
 from harness.results import CheckReport, Progress  # noqa: E402
 
 CORRECT = ("harness.ragged:all_gather_ragged", {"grad": "sum"})
@@ -65,7 +65,7 @@ class Run:
     first_failure: int | None
 
 
-def check(pool: RankSets, target: str, seed: int, values: dict[str, object]) -> Run:
+def check(pool: Pool, target: str, seed: int, values: dict[str, object]) -> Run:
     """One check as ``check_gather`` binds it (ci profile, no database, no repro scripts)."""
     options = dataclasses.replace(bind({"profile": "ci", "seed": seed, "timeout": 10.0, **values}, target),
                                   annotate=False)

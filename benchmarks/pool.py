@@ -13,7 +13,7 @@ test: a "missed" target is reported, never raised.
 
 Sections:
 
-1. cold start: ``Pool()`` to a ready set of W ranks (the forkserver warm-up, paid once per
+1. cold start: ``LocalPool()`` to a ready set of W ranks (the forkserver warm-up, paid once per
    driver process, separately), against W fresh ``spawn`` processes that import torch and
    form a gloo group;
 2. per-case overhead: ``pool.run`` of ``tests.planted.faults:correct`` (2 collectives per
@@ -230,11 +230,11 @@ def spawn_group(world: int, timeout: float = 120.0) -> float:
 
 
 def bench_cold_start(reps: int, spawn_reps: int, spawn_worlds: tuple[int, ...], spawn_budget_s: float) -> list[Row]:
-    from harness.pool import Pool
+    from harness.pool import LocalPool
 
     sec = "1 cold start"
     started = time.perf_counter()
-    first = Pool()
+    first = LocalPool()
     first.rank_set("gloo", "cpu", 1)
     first_s = time.perf_counter() - started
     first.close()
@@ -244,14 +244,14 @@ def bench_cold_start(reps: int, spawn_reps: int, spawn_worlds: tuple[int, ...], 
     for _ in range(reps):
         for w in worlds:
             started = time.perf_counter()
-            pool = Pool()
+            pool = LocalPool()
             pool.rank_set("gloo", "cpu", w)
             ready[w].append(time.perf_counter() - started)
             pool.close()
-    rows = [Row(sec, "forkserver warm-up (once per driver; first Pool+W=1 minus a later one)",
-                f"{_s(first_s - _median(ready[1]))} (first Pool+W=1: {_s(first_s)})")]
+    rows = [Row(sec, "forkserver warm-up (once per driver; first LocalPool+W=1 minus a later one)",
+                f"{_s(first_s - _median(ready[1]))} (first LocalPool+W=1: {_s(first_s)})")]
     for w in worlds:
-        row = Row(sec, f"Pool() -> W={w} ranks ready (warm forkserver, median of {reps})", _s(_median(ready[w])))
+        row = Row(sec, f"LocalPool() -> W={w} ranks ready (warm forkserver, median of {reps})", _s(_median(ready[w])))
         if w == 4:
             row.target, row.verdict = f"<= {TARGET_W4_READY_S} s", _verdict(_median(ready[w]) <= TARGET_W4_READY_S)
         rows.append(row)

@@ -36,7 +36,7 @@ from harness.case import Case  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.options import resolved  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import RankSets, shared_pool  # noqa: E402
+from harness.pool import Pool, shared_pool  # noqa: E402
 from harness.results import CheckReport  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
@@ -54,7 +54,7 @@ SCENARIOS: dict[str, tuple[str, Contract]] = {
 }
 
 
-def check(pool: RankSets, scenario: str, seed: int) -> CheckReport:
+def check(pool: Pool, scenario: str, seed: int) -> CheckReport:
     """One scenario under one seed, as from an empty directory."""
     target, contract = SCENARIOS[scenario]
     return run_check(target, contract, max_examples=EXAMPLES, seed=seed, pool=pool, timeout_s=10.0,

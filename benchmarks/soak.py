@@ -51,7 +51,7 @@ from harness.checks import check_outcome  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.faults import Outcome  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool  # noqa: E402
+from harness.pool import LocalPool  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
 PLANTED = "tests.planted.faults"
@@ -142,7 +142,7 @@ def _tree_size(path: str) -> tuple[int, int]:
     return files, size
 
 
-def _rank_pids(pool: Pool) -> list[int]:
+def _rank_pids(pool: LocalPool) -> list[int]:
     sets = [*pool.sets.values(), *(spare for spares in pool.spares.values() for spare in spares)]
     return [proc.pid for rank_set in sets if not rank_set.broken for proc in rank_set.procs if proc.pid]
 
@@ -193,7 +193,7 @@ def judged_right(expected: str, got: str) -> bool:
     return got == expected
 
 
-def sample(pool: Pool, cases: int, scratch: str, seed: int) -> Sample:
+def sample(pool: LocalPool, cases: int, scratch: str, seed: int) -> Sample:
     """Every sampled resource now; first a short search with a planted bug writes to the database."""
     database = os.path.join(scratch, "database")
     run_check("tests.planted.bugs:reversed_ranks", Contract(world_sizes=(1, 2)), max_examples=20, seed=seed,
@@ -221,10 +221,10 @@ def sample(pool: Pool, cases: int, scratch: str, seed: int) -> Sample:
 
 
 def soak(cases: int, minutes: float | None, seed: int, fault_rate: float, every: int, timeout: float,
-         scratch: str) -> tuple[Tally, Pool, float]:
+         scratch: str) -> tuple[Tally, LocalPool, float]:
     rng = random.Random(seed)
     tally = Tally()
-    pool = Pool(timeout=timeout)
+    pool = LocalPool(timeout=timeout)
     started = time.monotonic()
     stop_at = None if minutes is None else started + 60 * minutes
     previous_faulty = False

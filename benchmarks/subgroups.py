@@ -32,7 +32,7 @@ if ROOT not in sys.path:
 
 from harness.api import bind, execute, prepare  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import RankSets, shared_pool  # noqa: E402
+from harness.pool import Pool, shared_pool  # noqa: E402
 from harness.results import CheckReport  # noqa: E402
 
 CORRECT = "harness.ragged:all_gather_ragged"
@@ -40,7 +40,7 @@ SUBGROUP_BUG = "tests.planted.conventions:AllGatherWithGrad"
 LAYOUTS = ("world", "one group", "several groups", "idle ranks")
 
 
-def check(pool: RankSets, target: str, seed: int, **values: object) -> tuple[CheckReport, float]:
+def check(pool: Pool, target: str, seed: int, **values: object) -> tuple[CheckReport, float]:
     """One check as ``check_gather`` binds it (ci profile, no database), with its time."""
     options = bind({"profile": "ci", "seed": seed, "timeout": 10.0, **values}, target)
     started = time.monotonic()

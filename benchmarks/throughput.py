@@ -48,7 +48,7 @@ import torch.distributed as dist  # noqa: E402
 from harness.case import Case, make_input  # noqa: E402
 from harness.contract import Contract  # noqa: E402
 from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool, shared_pool  # noqa: E402
+from harness.pool import LocalPool, shared_pool  # noqa: E402
 from harness.rank import RECORDED  # noqa: E402
 from harness.results import Progress  # noqa: E402
 from harness.search import REPEAT_EVERY, run_check  # noqa: E402
@@ -126,7 +126,7 @@ def _verdict(met: bool, missed_by: str = "") -> str:
     return "met" if met else f"missed{f' by {missed_by}' if missed_by else ''}"
 
 
-def bench_throughput(pool: Pool, world: int, examples: int, seed: int) -> list[Row]:
+def bench_throughput(pool: LocalPool, world: int, examples: int, seed: int) -> list[Row]:
     """Section 1 at one world size: whole ``run_check`` per example against the raw call."""
     contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(world, world))
     run_check(GATHER, contract, max_examples=20, seed=seed + 1, pool=pool)  # warm: probe, capabilities, imports
@@ -157,7 +157,7 @@ def bench_throughput(pool: Pool, world: int, examples: int, seed: int) -> list[R
     return rows
 
 
-def bench_sampling(pool: Pool, seed: int) -> list[Row]:
+def bench_sampling(pool: LocalPool, seed: int) -> list[Row]:
     """Section 2: the bugs only the sampled stability calls catch are still found."""
     rows = []
     for prop, target in SAMPLED_BUGS:

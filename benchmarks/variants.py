@@ -23,7 +23,7 @@ import statistics
 
 from harness.case import Case, RankSpec
 from harness.output import markdown_table, text_table
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.variants import CATALOGUE, VariantSpec
 
 SHAPE = (64, 32)
@@ -55,7 +55,7 @@ def job(world_size: int, ragged: bool, grad: str) -> Case:
     return Case(ranks=tuple(RankSpec((n, SHAPE[1])) for n in lengths), dim=0, dtype="float32", grad=grad)
 
 
-def measure(pool: Pool, spec: VariantSpec, case: Case, repeats: int) -> dict | None:
+def measure(pool: LocalPool, spec: VariantSpec, case: Case, repeats: int) -> dict | None:
     """Collectives/bytes of one forward (and backward), and the median forward time."""
     forward = pool.run(case.__class__(**{**case.__dict__, "grad": "none"}), spec.target, repeat=False)
     if forward.fault or forward.errors:
@@ -79,7 +79,7 @@ def measure(pool: Pool, spec: VariantSpec, case: Case, repeats: int) -> dict | N
     return row
 
 
-def rows(pool: Pool, repeats: int) -> list[list[str]]:
+def rows(pool: LocalPool, repeats: int) -> list[list[str]]:
     table = []
     for ragged in (False, True):
         for spec in CATALOGUE:
@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    with Pool(timeout=20) as pool:
+    with LocalPool(timeout=20) as pool:
         print(f"job: float32 {SHAPE} per rank along dim 0 (ragged: every other rank 16 rows shorter)")
         print(render(rows(pool, args.repeats), args.markdown))
 

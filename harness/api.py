@@ -50,7 +50,7 @@ from harness.finding import Finding, UnreproducedFaultWarning
 from harness.machine import check_machine, within_gpus
 from harness.options import command_line, default, resolved
 from harness.output import examples_text
-from harness.pool import RankSets, shared_pool
+from harness.pool import Pool, shared_pool
 from harness.probe import Probe, probe
 from harness.results import CheckReport, Progress
 from harness.search import SearchSettings, run_check
@@ -328,7 +328,7 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
 
 
 def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_timeout: float,
-                address_file: str | None) -> RankSets:
+                address_file: str | None) -> Pool:
     """The ranks of a torchrun job (``--listen``), serving cases of ``contract``."""
     from harness.remote_driver import RemotePool
 
@@ -337,7 +337,7 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
                       address_file=address_file)
 
 
-def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
+def prepare(options: CheckOptions, pool: Pool) -> Prepared:
     """Measure the backend, then probe the target's calling convention on real ranks.
 
     Raises :class:`~harness.errors.TargetError` when the target cannot be loaded,
@@ -361,7 +361,7 @@ def prepare(options: CheckOptions, pool: RankSets) -> Prepared:
     return Prepared(missing, found, caps.refusal(missing, options.contract.collective) if missing else "")
 
 
-def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
+def execute(options: CheckOptions, pool: Pool, prepared: Prepared,
             on_example: Callable[[Progress], None] | None = None) -> CheckReport:
     """Run the search; unless told not to (``annotate``), give every finding its hints and its
     repro scripts (``repro``, ``minimal_repro``)."""
@@ -372,7 +372,7 @@ def execute(options: CheckOptions, pool: RankSets, prepared: Prepared,
     return report
 
 
-def annotate(report: CheckReport, options: CheckOptions, pool: RankSets) -> None:
+def annotate(report: CheckReport, options: CheckOptions, pool: Pool) -> None:
     """What the target does de facto, every finding's hints and its two repro scripts."""
     note = hints.de_facto_note(report)
     report.notes += [note] if note else []

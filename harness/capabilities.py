@@ -20,7 +20,7 @@ from harness.errors import PoolError, RankCallFailed, UsageError
 from harness.rank_calls import OPS, PROBED_DTYPES
 
 if TYPE_CHECKING:
-    from harness.pool import RankSets
+    from harness.pool import Pool
 
 MEASURE_WORLD_SIZE = 2
 #: The measured op (:data:`~harness.rank_calls.OPS`) that is each collective's own.
@@ -86,7 +86,7 @@ TRIES = 2
 MEASURE_TARGET = rank_calls.address(rank_calls.measure_capabilities)
 
 
-def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capabilities:
+def measure(pool: Pool, backend: str = "gloo", device: str = "cpu") -> Capabilities:
     """The capability matrix of ``backend``/``device``, measured on ranks of ``pool`` once per process."""
     key = (backend, device)
     if key not in _MEASURED:
@@ -94,7 +94,7 @@ def measure(pool: RankSets, backend: str = "gloo", device: str = "cpu") -> Capab
     return _MEASURED[key]
 
 
-def _measure_on_ranks(pool: RankSets, backend: str, device: str) -> Capabilities:
+def _measure_on_ranks(pool: Pool, backend: str, device: str) -> Capabilities:
     """Run :func:`harness.rank_calls.measure_capabilities` on the pool's ranks.
 
     The measurement is the harness's own code on its own ranks, so its failure is never the target's:

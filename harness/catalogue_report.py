@@ -58,8 +58,8 @@ from harness.finding import Finding
 from harness.machine import within_gpus
 from harness.options import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.output import ProgressLine, markdown_table, write_step_summary
-from harness.pool import Pool, RankSets, shared_pool
-from harness.search import CheckReport
+from harness.pool import LocalPool, Pool, shared_pool
+from harness.results import CheckReport
 from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
 
 DEFAULT_MAX_EXAMPLES = REPORT_MAX_EXAMPLES
@@ -248,7 +248,7 @@ def plan(specs: list[VariantSpec], jobs: int) -> list[list[int]]:
     return [sorted(share) for share in shares]
 
 
-def check_all(specs: list[VariantSpec], pool: RankSets, *, jobs: int, **options: Any) -> list[Row]:
+def check_all(specs: list[VariantSpec], pool: Pool, *, jobs: int, **options: Any) -> list[Row]:
     """Every variant's row, in the order of ``specs``: ``jobs`` variants at a time, the first share
     here on ``pool``, each other share by a worker process with its own pool (:func:`_worker`).
 
@@ -347,9 +347,9 @@ def _worker(conn: Connection, share: list[tuple[int, VariantSpec]], options: dic
 
     signal.signal(signal.SIGTERM, stop)
     threading.Thread(target=_watch_driver, args=(driver_pid,), daemon=True, name="driver-watchdog").start()
-    pool: Pool | None = None
+    pool: LocalPool | None = None
     try:
-        pool = Pool()
+        pool = LocalPool()
         for index, spec in share:
             conn.send((index, check_variant(spec, pool, "", live=False, **{**options, "quiet": True})))
     except (KeyboardInterrupt, BrokenPipeError, EOFError):
@@ -526,7 +526,7 @@ def on_machine(spec: VariantSpec, backend: str, device: str, world_sizes: tuple[
                                                                    world_sizes=sizes))
 
 
-def check_variant(spec: VariantSpec, pool: RankSets, label: str, *, max_examples: int, probe_misuse: bool,
+def check_variant(spec: VariantSpec, pool: Pool, label: str, *, max_examples: int, probe_misuse: bool,
                   timeout: float, quiet: bool, live: bool = True) -> Row:
     """One variant's search; an error that stops it becomes the row's ``error``, not the end of the report.
 

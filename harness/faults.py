@@ -93,7 +93,7 @@ class Outcome:
         return [r for r in self.results if r is not None and r.error]
 
     @property
-    def unchecked(self) -> bool:
+    def unrecorded(self) -> bool:
         """Whether some rank ran operations the ledgers could not compare (``RankResult.unrecorded``)."""
         return any(r is not None and r.unrecorded for r in self.results)
 

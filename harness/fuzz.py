@@ -58,8 +58,8 @@ from harness.errors import Exit, Misfit, PoolError, PoolGone, TargetError, Usage
 from harness.finding import Finding
 from harness.options import FUZZ_DURATION_S, resolved
 from harness.output import ProgressLine
-from harness.pool import RankSets, shared_pool
-from harness.search import Progress
+from harness.pool import Pool, shared_pool
+from harness.results import Progress
 from harness.variants import CATALOGUE, VariantSpec, by_name
 
 DEFAULT_DURATION_S = FUZZ_DURATION_S
@@ -255,7 +255,7 @@ class Fuzzer:
     entries: list[Entry]
     summary: Summary
     budget: Budget
-    pool: RankSets
+    pool: Pool
     seed: int
     timeout: float
     probe_misuse: bool
@@ -359,16 +359,16 @@ class Fuzzer:
         return watch
 
     def _record(self, entry: Entry, findings: list[Finding], misuse: list[Finding], started: float) -> None:
-        for out_of_contract, found in ((False, findings), (True, misuse)):
+        for is_misuse, found in ((False, findings), (True, misuse)):
             for finding in found:
-                self.summary.findings.append(self._finding_json(entry, finding, out_of_contract, started))
+                self.summary.findings.append(self._finding_json(entry, finding, is_misuse, started))
         if findings or misuse:
             entry.status = "fail"
 
-    def _finding_json(self, entry: Entry, finding: Finding, out_of_contract: bool, started: float) -> dict:
+    def _finding_json(self, entry: Entry, finding: Finding, is_misuse: bool, started: float) -> dict:
         index = len(self.summary.findings)
         return {"index": index, "name": entry.name, "target": entry.target, "contract": entry.contract.describe(),
-                **finding.to_json(), "out_of_contract": out_of_contract,
+                **finding.to_json(), "out_of_contract": is_misuse,  # the summary's public key
                 "found_after_s": round(started - self.summary.started, 1),
                 "replay": f"python -m harness replay {self.summary.path} --index {index}"}
 
@@ -390,8 +390,8 @@ def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
     pool = (remote_pool(args.listen, contract, timeout=args.timeout, connect_timeout=args.connect_timeout,
                         address_file=args.address_file) if args.listen else shared_pool())
     database = getattr(profile_settings(profile).database, "path", None)
-    settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backends[0],
-                "device": contract.devices[0], "world_sizes": list(contract.world_sizes), "profile": profile,
+    settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backend,
+                "device": contract.device, "world_sizes": list(contract.world_sizes), "profile": profile,
                 "database": str(database) if database else None, "duration_s": duration}
     summary = Summary(args.json, args.save_every, settings, entries,
                       html=args.html or str(Path(args.json).with_suffix(".html")))

@@ -26,7 +26,7 @@ from harness.confirm import FAULTS
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.conventions import SPLIT_ROLES
 from harness.finding import Finding
-from harness.pool import RankSets
+from harness.pool import Pool
 from harness.procedure import RunRequest
 from harness.results import CheckReport
 
@@ -36,7 +36,7 @@ OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
 OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
 
 
-def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype: str, timeout_s: float) -> str:
+def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str, timeout_s: float) -> str:
     """The note for a differentiable target checked without a gradient contract, or ``""``.
 
     An ``autograd.Function`` is differentiable by construction; any other target is called
@@ -60,7 +60,7 @@ def differentiable_note(pool: RankSets, target: str, probed: probe.Probe, dtype:
     return DIFFERENTIABLE.format(why="its result requires grad when its input does", which=which)
 
 
-def ragged_hint(pool: RankSets, target: str, contract: Contract, finding: Finding, timeout_s: float) -> str:
+def ragged_hint(pool: Pool, target: str, contract: Contract, finding: Finding, timeout_s: float) -> str:
     """``--no-ragged``, when a fault on ragged input goes away with equal lengths on every rank, and
     what it would hide; never for a target told the sizes (a split-size parameter): it claims them."""
     case = finding.case

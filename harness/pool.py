@@ -37,7 +37,7 @@ from harness.rankset import STOP_S, RankSet
 #: replaces the set at every step (on a 2-core machine a W=2 step took 90 ms with a
 #: set started on demand, 60-65 ms with a spare; a second spare gained nothing, CPU-bound).
 SPARES = 1
-class RankSets:
+class Pool:
     """Running cases and helper calls on rank sets; subclasses say where a set comes from."""
 
     timeout: float
@@ -99,7 +99,7 @@ class RankSets:
         on out-of-contract shards, then a hang of an all-empty case on the same ranks).  Those
         ranks are replaced (:meth:`fresh`).
         """
-        if outcome.unchecked:
+        if outcome.unrecorded:
             self.fresh(outcome.case)
         else:
             self.forget_state(outcome.case)
@@ -132,7 +132,7 @@ class RankSets:
         raise NotImplementedError
 
 
-class Pool(RankSets):
+class LocalPool(Pool):
     """Lazily started rank sets, one per (backend, device, world size), reused across cases."""
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_S, start_timeout: float = 120.0) -> None:
@@ -235,7 +235,7 @@ class Pool(RankSets):
         self.spares.clear()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> LocalPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -255,10 +255,10 @@ def _remove_stale_dirs() -> None:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-_SHARED: Pool | None = None
+_SHARED: LocalPool | None = None
 
 
-def shared_pool() -> Pool:
+def shared_pool() -> LocalPool:
     """The process-wide pool (one per pytest process or CLI run), created on first use.
 
     Its own timeout is the default one: a check's per-case timeout travels with each of its
@@ -266,7 +266,7 @@ def shared_pool() -> Pool:
     """
     global _SHARED
     if _SHARED is None or _SHARED.closed:
-        _SHARED = Pool()
+        _SHARED = LocalPool()
     return _SHARED
 
 

@@ -32,7 +32,7 @@ from harness.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.faults import Outcome
 from harness.outputs import OUTPUTS
-from harness.pool import RankSets
+from harness.pool import Pool
 from harness.procedure import RankResult
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
@@ -75,7 +75,7 @@ class Probe:
     advice: list[str] = field(default_factory=list)
 
 
-def plan(pool: RankSets, target: str, contract: Contract) -> Call:
+def plan(pool: Pool, target: str, contract: Contract) -> Call:
     """How to call ``target``, read from its signature on ranks (the driver never imports it).
 
     Every rank of the smallest world the contract allows imports the target: they are the
@@ -93,7 +93,7 @@ def plan(pool: RankSets, target: str, contract: Contract) -> Call:
     return Call.from_dict(result.value)
 
 
-def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+def _import_on_ranks(pool: Pool, target: str, contract: Contract) -> list[RankResult]:
     """Every rank's plan; a rank that died importing the target gets a second chance on fresh
     ranks (a crowded machine can kill one), then it is the target's doing; one still importing
     after :data:`IMPORT_TIMEOUT_S` gets none."""
@@ -108,7 +108,7 @@ def _import_on_ranks(pool: RankSets, target: str, contract: Contract) -> list[Ra
         raise _no_answer(target, failed, ", the second time on fresh ranks") from None
 
 
-def _plan_on_every_rank(pool: RankSets, target: str, contract: Contract) -> list[RankResult]:
+def _plan_on_every_rank(pool: Pool, target: str, contract: Contract) -> list[RankResult]:
     return pool.call(contract.world_sizes[0], PLAN_TARGET, target, bool(contract.groups),
                      contract.kwargs, contract.kind.roles, backend=contract.backend, device=contract.device,
                      timeout=IMPORT_TIMEOUT_S)
@@ -119,7 +119,7 @@ def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
                        f"must import within {IMPORT_TIMEOUT_S:.0f} s, without ending the process")
 
 
-def probe(pool: RankSets, target: str, contract: Contract, dtype: str, *, timeout_s: float) -> Probe:
+def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s: float) -> Probe:
     """Plan the call, then run the probe cases; see the module docstring."""
     call = plan(pool, target, contract)
     contract, relayout_notes = _relayout(call, contract, target)
@@ -190,7 +190,7 @@ def _not_a_gathers_shape(outcome: Outcome) -> bool:
     return case.world_size > 1 and any(res.detected_shape not in (None, gathered) for res in _members(outcome))
 
 
-def _check_the_collective(pool: RankSets, target: str, call: Call, contract: Contract, dtype: str,
+def _check_the_collective(pool: Pool, target: str, call: Call, contract: Contract, dtype: str,
                           timeout_s: float) -> None:
     """A gather's probe case failed or came back the wrong length: if the same call passes every probe
     case of two ranks or more as a reduce-scatter of even slots, the contract names the wrong collective,

@@ -47,7 +47,7 @@ MAKE_GROUPS = "harness.procedure:make_groups"
 
 
 class Host(Protocol):
-    """What a set needs of the pool that keeps it (:class:`harness.pool.Pool`)."""
+    """What a set needs of the pool that keeps it (:class:`harness.pool.LocalPool`)."""
 
     timeout: float
     context: Any

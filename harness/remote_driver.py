@@ -24,7 +24,7 @@ from harness.errors import PoolError, PoolGone, UsageError
 from harness.faults import RankFault
 from harness.machine import group_timeout_s
 from harness.options import CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
-from harness.pool import RankSets
+from harness.pool import Pool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, receive, send
 from harness.rankset import STACK_WAIT_S, RankSet
@@ -195,7 +195,7 @@ class RemoteRankSet(RankSet):
         return stacks
 
 
-class RemotePool(RankSets):
+class RemotePool(Pool):
     """A pool whose one rank set is a torchrun job's ranks, dialling in to this driver.
 
     - ``listen``: ``HOST:PORT`` to listen on (port 0: any free port).
@@ -263,7 +263,7 @@ class RemotePool(RankSets):
         self.forget_state(case)
 
     def run(self, case: Any, target: str, **options: Any) -> Any:
-        """As :meth:`RankSets.run`; the case must fit the job (its size, backend and device)."""
+        """As :meth:`Pool.run`; the case must fit the job (its size, backend and device)."""
         ranks = self.rank_set(case.backend, case.device, case.world_size)
         if (case.backend, case.device, case.world_size) != (self.backend, self.device, ranks.world_size):
             raise PoolError(f"a {case.backend}/{case.device} case of {case.world_size} ranks cannot run on a "

@@ -57,7 +57,7 @@ from harness.coverage import Coverage
 from harness.faults import Outcome
 from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
-from harness.pool import RankSets, shared_pool
+from harness.pool import Pool, shared_pool
 from harness.procedure import BatchRequest, RunRequest
 from harness.results import CheckReport, Progress
 
@@ -154,7 +154,7 @@ def run_check(
     contract: Contract,
     search: SearchSettings | None = None,
     *,
-    pool: RankSets | None = None,
+    pool: Pool | None = None,
     on_example: Callable[[Progress], None] | None = None,
     probed: probe.Probe | None = None,
     **changes: Any,
@@ -236,7 +236,7 @@ def run_check(
 class _Session:
     """One search: runs cases on the pool, judges them, and keeps what it saw."""
 
-    pool: RankSets
+    pool: Pool
     target: str
     call: Call
     bits: bool
@@ -414,7 +414,7 @@ class _Session:
         """Batches of ``source``'s cases until the deadline (else the budget) is spent or one fails: the fuzz engine.
 
         The ranks run a batch's cases back to back and judge each themselves, the reference
-        computed there (:meth:`harness.pool.RankSets.run_batch`); only how many passed comes
+        computed there (:meth:`harness.pool.Pool.run_batch`); only how many passed comes
         back.  A batch that did not pass in full is run again the usual way, case by case up to
         the one that failed (all of them where a fault hides which), as strata
         (:meth:`_batch_failed`): the first to fail there is searched again, shrunk and confirmed

@@ -14,7 +14,7 @@ import pytest
 from harness import check_gather, files
 from harness.api import GatherNote, target_of
 from harness.contract import UsageError
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.targets import TargetError
 from tests.budgets import COMMAND_TIMEOUT_S, SCRIPT_TIMEOUT_S
 from tests.planted import faults as planted_faults
@@ -31,7 +31,7 @@ def upcast(x, dim):
 
 
 @pytest.mark.slow
-def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_path: Path) -> None:
+def test_failure_is_an_assertion_error_with_the_counterexample(pool: LocalPool, tmp_path: Path) -> None:
     (tmp_path / "gathers.py").write_text(UPCAST)
     with pytest.raises(AssertionError) as raised:
         check_gather(f"{tmp_path}/gathers.py:upcast", dtypes=["float64"], max_examples=10, repro_dir=tmp_path)
@@ -56,7 +56,7 @@ def test_failure_is_an_assertion_error_with_the_counterexample(pool: Pool, tmp_p
 
 
 @pytest.mark.slow
-def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: Path) -> None:
+def test_the_cli_command_in_a_failure_runs_the_same_check(pool: LocalPool, tmp_path: Path) -> None:
     """The ``or: python -m harness check ...`` line fails the same way (same case, same seed)."""
     (tmp_path / "gathers.py").write_text(UPCAST)
     with pytest.raises(AssertionError) as raised:
@@ -71,13 +71,13 @@ def test_the_cli_command_in_a_failure_runs_the_same_check(pool: Pool, tmp_path: 
     assert case in done.stdout
 
 
-def test_notes_are_warnings(pool: Pool) -> None:
+def test_notes_are_warnings(pool: LocalPool) -> None:
     """A differentiable target checked with grad none gets no gradient check: a GatherNote says so."""
     with pytest.warns(GatherNote, match=r"differentiable \(an autograd.Function\) but --grad none checks no gradient"):
         check_gather(f"{ROOT}/examples/gather_layer.py:GatherLayer", ragged=False, world_sizes=(1, 2), max_examples=5)
 
 
-def test_a_module_level_callable_passes_and_returns_the_report(pool: Pool) -> None:
+def test_a_module_level_callable_passes_and_returns_the_report(pool: LocalPool) -> None:
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         report = check_gather(planted_faults.correct, world_sizes=(1, 3), max_examples=10, seed=1)
@@ -143,7 +143,7 @@ def test_a_target_that_is_not_there_is_told_before_any_rank_starts(target: str, 
         target_of(target)
 
 
-def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
+def test_bad_arguments_raise_before_any_search(pool: LocalPool) -> None:
     with pytest.raises(UsageError, match="unknown dtype 'float33'"):
         check_gather(planted_faults.correct, dtypes="float33")
     with pytest.raises(UsageError, match="cannot all_gather int16"):
@@ -154,7 +154,7 @@ def test_bad_arguments_raise_before_any_search(pool: Pool) -> None:
         check_gather(planted_faults.correct, kwargs={"sizes": object()})
 
 
-def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
+def test_fixed_arguments_reach_every_call(pool: LocalPool) -> None:
     """``kwargs=`` is ``--kwarg``: Lightning's ``sync_grads=True`` makes the stack differentiable."""
     target = f"{Path(__file__).parent.parent}/examples/sync_grads.py:all_gather"
     report = check_gather(target, grad="sum", kwargs={"sync_grads": True}, max_examples=10)
@@ -165,7 +165,7 @@ def test_fixed_arguments_reach_every_call(pool: Pool) -> None:
 
 
 @pytest.mark.slow
-def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: Pool, tmp_path: Path) -> None:
+def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool: LocalPool, tmp_path: Path) -> None:
     """The seed fixes the search, and the example database still gets the failure (``hypothesis.seed``
     alone would switch the database off: it did, silently, until the soak benchmark measured it)."""
     from hypothesis import settings

@@ -1,7 +1,7 @@
 """The fuzz engine's batches: cases judged on the ranks, and a failure handed to the usual search (issue 39).
 
 A batch of one layout's cases runs back to back on warm ranks, each judged there; only how many
-passed comes back (:meth:`harness.pool.RankSets.run_batch`).  Whatever a batch meets is run
+passed comes back (:meth:`harness.pool.Pool.run_batch`).  Whatever a batch meets is run
 again the usual way (:meth:`harness.search._Session.sweep`), so a finding from a batch is the
 finding the usual search reports.
 """
@@ -16,7 +16,7 @@ from harness.strategies import random_strata
 from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.conventions import Call
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.procedure import BatchRequest, RunRequest
 from harness.search import BATCHES, run_check
 
@@ -27,7 +27,7 @@ TIMEOUT_S = 5.0
 
 @pytest.fixture(scope="module")
 def pool():
-    with Pool(timeout=TIMEOUT_S) as pool:
+    with LocalPool(timeout=TIMEOUT_S) as pool:
         yield pool
 
 
@@ -44,7 +44,7 @@ def batch(cases, target: str = CORRECT, repeat: bool = False) -> BatchRequest:
     return BatchRequest(tuple(RunRequest(case=case, target=target, call=CALL, repeat=repeat) for case in cases))
 
 
-def test_a_batch_of_a_correct_gather_passes_and_becomes_its_ranks_history(pool: Pool) -> None:
+def test_a_batch_of_a_correct_gather_passes_and_becomes_its_ranks_history(pool: LocalPool) -> None:
     cases = drawn(2, 24)
     passed, _ = pool.run_batch(batch(cases, repeat=True))
     assert passed == len(cases)
@@ -54,7 +54,7 @@ def test_a_batch_of_a_correct_gather_passes_and_becomes_its_ranks_history(pool: 
     assert again == 3 and [case for case, _ in history[-len(cases):]] == cases  # the same warm ranks
 
 
-def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_replaced(pool: Pool) -> None:
+def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_replaced(pool: LocalPool) -> None:
     """The planted bug narrows float64 to float32: only the float64 case fails, and the ranks, judging
     each case themselves, stop there."""
     cases = drawn(1, 12, dtypes=("float32",))
@@ -66,7 +66,7 @@ def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_
     assert pool.run_batch(batch(cases[:7], target="tests.planted.bugs:float64_to_float32"))[0] == 7
 
 
-def test_a_fault_in_a_batch_leaves_which_case_unknown_and_replaces_the_ranks(pool: Pool) -> None:
+def test_a_fault_in_a_batch_leaves_which_case_unknown_and_replaces_the_ranks(pool: LocalPool) -> None:
     passed, _ = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0)
     assert passed is None
     assert pool.run_batch(batch(drawn(2, 4)))[0] == 4  # fresh ranks, warm again

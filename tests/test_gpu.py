@@ -16,7 +16,7 @@ from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.errors import PoolError
 from harness.machine import check_devices
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.search import run_check
 
 DEVICE_RAGGED = "tests.planted.gpu_gathers:device_ragged"
@@ -34,21 +34,21 @@ def needs_gpu(test):
 
 
 @needs_gpu
-def test_nccl_at_world_size_1_passes_a_correct_gather(pool: Pool) -> None:
+def test_nccl_at_world_size_1_passes_a_correct_gather(pool: LocalPool) -> None:
     contract = Contract(grad="sum", backends=("nccl",), devices=("cuda",), world_sizes=(1, 1))
     report = run_check("harness.ragged:gather_sum", contract, max_examples=EXAMPLES, timeout_s=30.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
 @needs_gpu
-def test_gloo_with_cuda_tensors_at_world_size_2_passes(pool: Pool) -> None:
+def test_gloo_with_cuda_tensors_at_world_size_2_passes(pool: LocalPool) -> None:
     contract = Contract(dtypes=("float32", "int64"), backends=("gloo",), devices=("cuda",), world_sizes=(2, 2))
     report = run_check(DEVICE_RAGGED, contract, max_examples=EXAMPLES, timeout_s=30.0, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
 @needs_gpu
-def test_nccl_capabilities_are_measured_on_the_gpu(pool: Pool) -> None:
+def test_nccl_capabilities_are_measured_on_the_gpu(pool: LocalPool) -> None:
     caps = capabilities.measure(pool, "nccl", "cuda")
     # nccl refuses CPU tensors outright: an "ok" cell means the probe's tensors were on the GPU
     assert caps.supports("float32") and caps.supports("float32", "all_reduce"), caps.table()
@@ -57,7 +57,7 @@ def test_nccl_capabilities_are_measured_on_the_gpu(pool: Pool) -> None:
 
 
 @needs_gpu
-def test_cpu_tensors_to_nccl_are_a_reported_failure_and_the_pool_heals(pool: Pool) -> None:
+def test_cpu_tensors_to_nccl_are_a_reported_failure_and_the_pool_heals(pool: LocalPool) -> None:
     outcome = pool.run(nccl_case(), "tests.planted.gpu_gathers:cpu_collective", timeout=30.0)
     violations = check_outcome(outcome)
     assert violations and {v.kind for v in violations} <= {"exception", "crash", "hang"}, violations
@@ -76,7 +76,7 @@ NCCL_FAULTS = [
 
 @needs_gpu
 @pytest.mark.parametrize("target, kind, named", NCCL_FAULTS, ids=[kind for _, kind, _ in NCCL_FAULTS])
-def test_a_fault_under_nccl_is_reported_with_its_stack_and_the_pool_heals(pool: Pool, target: str, kind: str,
+def test_a_fault_under_nccl_is_reported_with_its_stack_and_the_pool_heals(pool: LocalPool, target: str, kind: str,
                                                                           named: str) -> None:
     """A hang, a crash and a device-side assert (which leaves the CUDA context unusable for good):
     each is reported as what it is, naming the planted frame, and the next case on the pool passes."""

@@ -259,8 +259,8 @@ def test_repro_scripts_embed_every_module_their_modules_import() -> None:
 
 
 def test_the_embedding_check_finds_planted_imports() -> None:
-    source = ("from typing import TYPE_CHECKING\nimport torch\nfrom .case import Case\nfrom .pool import Pool\n"
-              "from harness.pool import Pool\nimport numpy\nif TYPE_CHECKING:\n    from .faults import Outcome\n")
+    source = ("from typing import TYPE_CHECKING\nimport torch\nfrom .case import Case\nfrom .pool import LocalPool\n"
+              "from harness.pool import LocalPool\nimport numpy\nif TYPE_CHECKING:\n    from .faults import Outcome\n")
     assert embedded_violations(source, {"case"}) == ["from .pool", "import harness.pool", "import numpy"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pool import Pool
+from harness.pool import LocalPool
 
 pytest_plugins = ["pytester"]
 
@@ -35,7 +35,7 @@ def needs_flag(x, dim, flag=False):
 
 
 @pytest.fixture
-def gathers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pool: Pool) -> pytest.Pytester:
+def gathers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pool: LocalPool) -> pytest.Pytester:
     """A pytester directory with a gather file and one ordinary test.
 
     ``pool`` is requested so that the shared pool starts from the project directory, not from

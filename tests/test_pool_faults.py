@@ -24,7 +24,7 @@ from harness.conventions import Call
 from harness.faults import in_step
 from harness.finding import finding_of
 from harness.options import PATIENCE
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.procedure import RankResult
 from harness.protocol import Entered, ledger_text, read_ledger, read_slot
 from harness.stacks import user_frames
@@ -39,12 +39,12 @@ CORRECT = "tests.planted.faults:correct"
 @pytest.fixture(scope="module")
 def fault_pool():
     """A pool whose forkserver is warm, so a fault's time is the fault's alone, not the start's."""
-    with Pool(timeout=TIMEOUT_S) as pool:
+    with LocalPool(timeout=TIMEOUT_S) as pool:
         assert pool.run(RAGGED, CORRECT, timeout=120.0).fault is None
         yield pool
 
 
-def run_timed(pool: Pool, target: str, case: Case = RAGGED):
+def run_timed(pool: LocalPool, target: str, case: Case = RAGGED):
     started = time.monotonic()
     outcome = pool.run(case, target)
     return outcome, time.monotonic() - started
@@ -71,7 +71,7 @@ MISMATCH_AT = "at collective #1, rank 0 entered all_gather(torch.float32, shape=
         ("desync_extra_collective", "desync", ("rank 0 blocked in collective #1 all_reduce",)),
     ],
 )
-def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: str,
+def test_fault_is_reported_and_pool_heals(fault_pool: LocalPool, target: str, kind: str,
                                           culprit_texts: tuple[str, ...]) -> None:
     """``culprit_texts``: the report names the culprit in one of these ways."""
     outcome, elapsed = run_timed(fault_pool, f"tests.planted.faults:{target}")
@@ -91,7 +91,7 @@ def test_fault_is_reported_and_pool_heals(fault_pool: Pool, target: str, kind: s
     assert check_outcome(healed) == []
 
 
-def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Pool) -> None:
+def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: LocalPool) -> None:
     outcome, _ = run_timed(fault_pool, "tests.planted.faults:hang_rank1")
     report = outcome.describe_fault()
     shape_exchange = "all_gather_single" if hasattr(dist, "all_gather_single") else "all_gather_into_tensor"  # < 2.13
@@ -105,7 +105,7 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Po
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
 
 
-def test_ranks_asleep_after_a_peer_raised_are_not_waited_for_to_the_end_of_the_grace(fault_pool: Pool) -> None:
+def test_ranks_asleep_after_a_peer_raised_are_not_waited_for_to_the_end_of_the_grace(fault_pool: LocalPool) -> None:
     """Rank 1 raised inside the collective the others sleep in (so the ledgers cannot prove them
     stuck): once they have been seen idle for a short while (``SETTLE_S``) the case ends, not at
     the end of the whole grace."""
@@ -115,7 +115,7 @@ def test_ranks_asleep_after_a_peer_raised_are_not_waited_for_to_the_end_of_the_g
 
 
 @pytest.mark.slow
-def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: Pool) -> None:
+def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: LocalPool) -> None:
     """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank
     asleep in a wait is one at the timeout; a rank spinning forever is one once the patience is spent."""
     slow, elapsed = run_timed(fault_pool, "tests.planted.faults:slow_rank1")
@@ -135,7 +135,7 @@ WITH_GROUP = "examples.with_group:gather"
 GROUP_CALL = Call(name="gather", positional=(("dim", "dim"),), keywords=(("group", "group"),), group_optional=True)
 
 
-def test_making_a_case_s_groups_is_the_harness_s_wait_not_the_target_s(fault_pool: Pool) -> None:
+def test_making_a_case_s_groups_is_the_harness_s_wait_not_the_target_s(fault_pool: LocalPool) -> None:
     """A group slow to come up (rank 1 asleep for longer than the timeout before it makes one)
     is waited for apart from the case: no hang is charged to the target."""
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
@@ -144,7 +144,7 @@ def test_making_a_case_s_groups_is_the_harness_s_wait_not_the_target_s(fault_poo
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
 
 
-def test_ranks_that_cannot_make_the_groups_are_replaced_not_blamed(fault_pool: Pool) -> None:
+def test_ranks_that_cannot_make_the_groups_are_replaced_not_blamed(fault_pool: LocalPool) -> None:
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 2), (1,)))
     fault_pool.call(3, "tests.planted.faults:groups_fail_on_rank1")
     failing = fault_pool.existing("gloo", "cpu", 3)
@@ -153,7 +153,7 @@ def test_ranks_that_cannot_make_the_groups_are_replaced_not_blamed(fault_pool: P
     assert failing is not None and failing.broken and fault_pool.existing("gloo", "cpu", 3) is not failing
 
 
-def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(fault_pool: Pool) -> None:
+def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(fault_pool: LocalPool) -> None:
     """Rank 2, idle, makes one group fewer than ranks 0 and 1: the set is dropped, or the next
     layout's ``new_group`` would name a group two ways and never return."""
     first = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((3,))), groups=((0, 1),))
@@ -165,7 +165,7 @@ def test_a_target_that_makes_a_group_on_its_members_only_leaves_no_rank_behind(f
     assert outcome.fault is None and check_outcome(outcome) == [], outcome.describe_fault() if outcome.fault else outcome
 
 
-def test_ranks_that_failed_with_unchecked_collectives_are_replaced_not_kept(fault_pool: Pool) -> None:
+def test_ranks_that_failed_with_unrecorded_collectives_are_replaced_not_kept(fault_pool: LocalPool) -> None:
     """DTensor on shards out of its contract moves different sizes on each rank through functional
     collectives the ledgers cannot compare; kept ranks (module re-executed, as before) then hung
     on the next, all-empty case, every time (the report's 'not counted' hang on torch 2.15)."""
@@ -174,18 +174,18 @@ def test_ranks_that_failed_with_unchecked_collectives_are_replaced_not_kept(faul
                 group_optional=True)
     for ranks in [(RankSpec((36,)), RankSpec((0,), values="padding")), (RankSpec((36,)), RankSpec((0,)))]:
         failing = fault_pool.run(Case(ranks=ranks, grad="local"), target, call=call)
-        assert failing.fault is None and failing.unchecked and check_outcome(failing), failing
+        assert failing.fault is None and failing.unrecorded and check_outcome(failing), failing
         fault_pool.after_failure(failing)
-        assert fault_pool.existing("gloo", "cpu", 2) is None, "ranks that moved unchecked payloads were kept"
+        assert fault_pool.existing("gloo", "cpu", 2) is None, "ranks that moved unrecorded payloads were kept"
     empty = fault_pool.run(Case(ranks=(RankSpec((0,)), RankSpec((0,))), grad="local"), target, call=call)
     assert empty.fault is None and check_outcome(empty) == [], empty.describe_fault() if empty.fault else empty
 
 
-def test_a_failing_case_of_recorded_collectives_keeps_its_ranks(fault_pool: Pool) -> None:
+def test_a_failing_case_of_recorded_collectives_keeps_its_ranks(fault_pool: LocalPool) -> None:
     """Every collective of ``adds_one`` is recorded and compared: its ranks stay, the target's
     module is executed afresh."""
     failing = fault_pool.run(RAGGED, "tests.planted.faults:adds_one")
-    assert check_outcome(failing) and not failing.unchecked, failing
+    assert check_outcome(failing) and not failing.unrecorded, failing
     kept = fault_pool.existing("gloo", "cpu", 3)
     fault_pool.after_failure(failing)
     assert kept is not None and fault_pool.existing("gloo", "cpu", 3) is kept and kept.reload_next
@@ -203,7 +203,7 @@ def test_usage_tells_a_working_process_from_a_sleeping_one() -> None:
     assert usage(2**22 + 1) is None  # no such process
 
 
-def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: Pool) -> None:
+def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fault_pool: LocalPool) -> None:
     """An unpadded all_gather desyncs on ragged input; the same case with equal lengths passes."""
     outcome, _ = run_timed(fault_pool, "tests.planted.faults:abort_mismatch")
     finding = finding_of(RAGGED, check_outcome(outcome))
@@ -222,19 +222,19 @@ def test_a_fault_on_ragged_input_that_equal_lengths_avoid_suggests_no_ragged(fau
     assert hints.ragged_hint(fault_pool, "tests.planted.faults:exit_rank1", Contract(), crash, TIMEOUT_S) == ""
 
 
-def test_crash_report_carries_the_ranks_own_output(fault_pool: Pool) -> None:
+def test_crash_report_carries_the_ranks_own_output(fault_pool: LocalPool) -> None:
     outcome, _ = run_timed(fault_pool, "tests.planted.faults:segfault_rank1")
     assert "Fatal Python error: Segmentation fault" in outcome.describe_fault(), outcome.describe_fault()
 
 
-def test_a_fault_replaces_the_ranks(fault_pool: Pool) -> None:
+def test_a_fault_replaces_the_ranks(fault_pool: LocalPool) -> None:
     before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     run_timed(fault_pool, "tests.planted.faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
 
 
-def test_ranks_that_went_out_of_step_are_replaced(fault_pool: Pool) -> None:
+def test_ranks_that_went_out_of_step_are_replaced(fault_pool: LocalPool) -> None:
     """Rank 1 raised and rank 0 gathered empty tensors alone: every rank returned, but the group's
     collective tags now differ, and a next case on those ranks would hang on every rank (a hang
     that is the harness's).  The set is replaced instead, and the next case passes."""
@@ -281,7 +281,7 @@ def test_a_ledger_copied_while_half_rewritten_is_never_misread() -> None:
     assert read_slot(torn).entries == []  # never a whole copy: nothing known, nothing decided
 
 
-def test_warm_ranks_are_reused_between_correct_cases(fault_pool: Pool) -> None:
+def test_warm_ranks_are_reused_between_correct_cases(fault_pool: LocalPool) -> None:
     run_timed(fault_pool, CORRECT)
     before = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     for _ in range(3):
@@ -291,13 +291,13 @@ def test_warm_ranks_are_reused_between_correct_cases(fault_pool: Pool) -> None:
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 5, 8])
-def test_world_sizes_one_to_eight(fault_pool: Pool, world_size: int) -> None:
+def test_world_sizes_one_to_eight(fault_pool: LocalPool, world_size: int) -> None:
     case = Case(ranks=tuple(RankSpec((r % 3, 2)) for r in range(world_size)), dim=0)
     outcome, _ = run_timed(fault_pool, CORRECT, case)
     assert check_outcome(outcome) == []
 
 
-def test_target_that_cannot_load_is_an_error_not_a_hang(fault_pool: Pool) -> None:
+def test_target_that_cannot_load_is_an_error_not_a_hang(fault_pool: LocalPool) -> None:
     outcome, elapsed = run_timed(fault_pool, "tests.planted.faults:no_such_gather")
     assert outcome.fault is None and elapsed < TIMEOUT_S
     assert all("has no attribute 'no_such_gather'" in r.error for r in outcome.results)

@@ -20,8 +20,8 @@ DRIVER = textwrap.dedent(
     import signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from harness.case import Case, RankSpec
-    from harness.pool import Pool
-    pool = Pool(timeout=30)
+    from harness.pool import LocalPool
+    pool = LocalPool(timeout=30)
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((0,))))
     assert pool.run(case, "tests.planted.faults:correct").fault is None
     pids = [p.pid for p in pool.rank_set("gloo", "cpu", 3).procs]
@@ -103,11 +103,11 @@ def marked(pid: int, mark: str) -> bool:
 def test_a_dead_drivers_temporary_directory_is_removed_by_the_next_pool(tmp_path) -> None:
     import tempfile
 
-    from harness.pool import TMP_PREFIX, Pool
+    from harness.pool import TMP_PREFIX, LocalPool
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-")
-    (pool := Pool()).close()
+    (pool := LocalPool()).close()
     assert not os.path.exists(stale)
     assert not os.path.exists(pool.tmpdir)
 

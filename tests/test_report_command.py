@@ -16,7 +16,7 @@ import torch
 
 from harness import cli
 from harness.catalogue_report import HEADER, TEXT_HEADER, WIDTH
-from harness.pool import Pool
+from harness.pool import LocalPool
 from tests.budgets import COMMAND_TIMEOUT_S
 
 pytestmark = pytest.mark.slow  # the report command in a subprocess
@@ -44,7 +44,7 @@ def test_markdown_and_json_for_two_variants(tmp_path: Path) -> None:
     assert document["capabilities"]["cells"]["int16"]["all_gather"] != "ok"
 
 
-def test_text_table_without_misuse_probes_by_default(pool: Pool, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_table_without_misuse_probes_by_default(pool: LocalPool, capsys: pytest.CaptureFixture[str]) -> None:
     status = cli.main(["report", "--variants", "plain_all_gather", "--max-examples", "5", "--quiet"])
     out, err = capsys.readouterr()
     assert status == 0 and err == ""
@@ -64,7 +64,7 @@ def test_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert err.startswith("error: --variants: unknown variant 'nope'; known variants: ") and err.count("\n") == 1
 
 
-def test_world_sizes_given_are_every_variants(pool: Pool, tmp_path: Path) -> None:
+def test_world_sizes_given_are_every_variants(pool: LocalPool, tmp_path: Path) -> None:
     """``--world-sizes`` replaces each variant's own range: every case of the JSON is at W=2."""
     path = tmp_path / "report.json"
     assert cli.main(["report", "--variants", "ours_local", "--world-sizes", "2", "--max-examples", "4", "--quiet",

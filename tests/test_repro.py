@@ -20,7 +20,7 @@ from harness.case import Case, RankSpec
 from harness.contract import Contract
 from harness.conventions import Call
 from harness.finding import Finding
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.search import run_check
 from tests.budgets import SCRIPT_TIMEOUT_S
 from tests.test_planted_bugs import IN_PLACE_REFUSED, REFUSED
@@ -66,7 +66,7 @@ def gathers(tmp_path: Path) -> str:
     return str(path)
 
 
-def find(pool: Pool, target: str, contract: Contract) -> Finding:
+def find(pool: LocalPool, target: str, contract: Contract) -> Finding:
     report = run_check(target, contract, max_examples=30, seed=3, pool=pool, base_settings=profile_settings("ci"))
     assert report.findings, f"the planted bug in {target} was not found"
     return report.findings[0]
@@ -77,7 +77,7 @@ def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProce
                           env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
 
 
-def test_repro_of_a_value_bug_fails_the_same_way(pool: Pool, gathers: str, tmp_path: Path) -> None:
+def test_repro_of_a_value_bug_fails_the_same_way(pool: LocalPool, gathers: str, tmp_path: Path) -> None:
     finding = find(pool, f"{gathers}:drops_zero_rows", Contract(dtypes=("float32",), world_sizes=(1, 2)))
     path = repro.write(finding, f"{gathers}:drops_zero_rows", tmp_path / "repros")
     assert path.name == f"{finding.property.replace('-', '_')}.py" and path.parent.parent == tmp_path / "repros"
@@ -88,7 +88,7 @@ def test_repro_of_a_value_bug_fails_the_same_way(pool: Pool, gathers: str, tmp_p
     assert "the failure reproduces" in done.stdout
 
 
-def test_repro_of_a_gradient_bug_needs_only_torch(pool: Pool, gathers: str, tmp_path: Path) -> None:
+def test_repro_of_a_gradient_bug_needs_only_torch(pool: LocalPool, gathers: str, tmp_path: Path) -> None:
     finding = find(pool, f"{gathers}:local_as_sum", Contract(grad="sum", dtypes=("float32",), world_sizes=(2, 2)))
     assert finding.property == "gradients"
     path = repro.write(finding, f"{gathers}:local_as_sum", tmp_path)

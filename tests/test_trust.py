@@ -33,7 +33,7 @@ from harness.contract import Contract
 from harness.conventions import Call
 from harness.faults import Outcome
 from harness.finding import Finding, UnreproducedFaultWarning
-from harness.pool import Pool
+from harness.pool import LocalPool
 from harness.procedure import RankResult, record_error
 from harness.results import CheckReport
 from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
@@ -266,7 +266,7 @@ def test_a_capability_measurement_that_failed_once_is_retried(tmp_path: Path, mo
     monkeypatch.chdir(tmp_path)  # where the planted measurement keeps its marker (ranks start here)
     monkeypatch.setattr(capabilities, "_MEASURED", {})
     monkeypatch.setattr(capabilities, "MEASURE_TARGET", "tests.planted.faults:measurement_dies_once")
-    with Pool(timeout=5.0) as fresh:
+    with LocalPool(timeout=5.0) as fresh:
         assert capabilities.measure(fresh).supports("float32")
     assert (tmp_path / "planted-hiccup.done").exists()
 

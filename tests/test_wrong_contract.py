@@ -19,14 +19,14 @@ import pytest
 
 from harness import check_gather
 from harness.errors import UsageError
-from harness.pool import Pool
+from harness.pool import LocalPool
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "tests.planted.contracts"
 
 
 @pytest.mark.slow
-def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: Pool) -> None:
+def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: LocalPool) -> None:
     """The Lightning lineage's backward takes the global rank inside its group: found with the
     contrastive row's flags alone (no --groups), and hidden only when --no-groups says so."""
     target = "tests.planted.conventions:AllGatherWithGrad"
@@ -38,7 +38,7 @@ def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: Pool) 
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_default_subgroups_find_the_global_rank_bug_whatever_the_seed(pool: Pool, seed: int) -> None:
+def test_the_default_subgroups_find_the_global_rank_bug_whatever_the_seed(pool: LocalPool, seed: int) -> None:
     with pytest.raises(AssertionError, match="gather check failed: gradients"):
         check_gather("tests.planted.conventions:AllGatherWithGrad", ragged=False, grad="sum", seed=seed)
 
@@ -57,7 +57,7 @@ def test_a_gradient_contract_on_a_non_differentiable_result_is_exit_2_in_seconds
 
 
 @pytest.mark.parametrize("target, grad", [("reduce_scatter_even", "none"), ("reduce_scatter_even_grad", "sum")])
-def test_a_reduce_scatter_checked_as_a_gather_is_exit_2_naming_the_collective(pool: Pool, target: str,
+def test_a_reduce_scatter_checked_as_a_gather_is_exit_2_naming_the_collective(pool: LocalPool, target: str,
                                                                                grad: str) -> None:
     with pytest.raises(UsageError, match=rf"^{target}\(x\) computes a reduce-scatter, not a gather: on the case "
                                          r"reduce-scatter\(sum\) W=2 .*, it returns each rank's slot of the sum; "
@@ -66,12 +66,12 @@ def test_a_reduce_scatter_checked_as_a_gather_is_exit_2_naming_the_collective(po
 
 
 @pytest.mark.parametrize("target, grad", [("reduce_scatter_even", "none"), ("reduce_scatter_even_grad", "adjoint")])
-def test_the_flags_the_message_names_fit(pool: Pool, target: str, grad: str) -> None:
+def test_the_flags_the_message_names_fit(pool: LocalPool, target: str, grad: str) -> None:
     """``--collective reduce-scatter --no-ragged``: the suggested contract passes the correct code."""
     check_gather(f"{PLANTED}:{target}", collective="reduce-scatter", ragged=False, grad=grad, max_examples=30, seed=0)
 
 
-def test_differentiable_on_some_cases_only_stays_a_finding(pool: Pool) -> None:
+def test_differentiable_on_some_cases_only_stays_a_finding(pool: LocalPool) -> None:
     """Exit 2 never hides a bug: a result that requires grad at W=1 and not at W=2 is searched, and
     the finding says why no gradient came back, without the harness's frames."""
     with pytest.raises(AssertionError, match="gather check failed: gradients") as failed:
@@ -81,7 +81,7 @@ def test_differentiable_on_some_cases_only_stays_a_finding(pool: Pool) -> None:
     assert "harness/procedure.py" not in text
 
 
-def test_a_local_gradient_passes_and_says_what_a_contrastive_loss_needs(pool: Pool) -> None:
+def test_a_local_gradient_passes_and_says_what_a_contrastive_loss_needs(pool: LocalPool) -> None:
     report = check_gather(f"{ROOT}/examples/gather_layer.py:GatherLayer", ragged=False, grad="local",
                           max_examples=30, seed=0)
     [note] = [note for note in report.notes if note.startswith("de facto gradient")]
