@@ -18,7 +18,8 @@ and on one warm pool, every stage of an example is timed on its own:
   same inputs, back to back in the same ranks, nothing of the harness in the loop;
 - **checks**: ``check_outcome`` on the round trip's outcome (its reference included);
 - **search** and **fuzz**: ``run_check`` by example count (what ``check`` runs) and by a time
-  budget (what each slice of ``fuzz`` runs), examples per second over the whole call, and the
+  budget with the fuzz engine's batches (what each slice of ``fuzz`` runs: strata, 50 Hypothesis
+  examples, then batches judged on the ranks), examples per second over the whole call, and the
   **rest**: the search's time per example less draw, round trip and checks (Hypothesis'
   bookkeeping, strata, coverage, sampled repeat calls).
 
@@ -135,7 +136,7 @@ def model(pool: LocalPool, world: int, count: int) -> dict[str, float]:
     started = time.perf_counter()
     searched = run_check(GATHER, contract, max_examples=count, seed=2, pool=pool)
     search = (time.perf_counter() - started) / max(searched.examples, 1)
-    fuzzed = run_check(GATHER, contract, duration_s=10.0, seed=3, pool=pool)
+    fuzzed = run_check(GATHER, contract, duration_s=10.0, seed=3, pool=pool, batches=True)
     row = {"draw": draw, "reference": statistics.median(reference), "round trip": statistics.median(trips),
            "in rank": statistics.median(inside), "raw": raw, "checks": statistics.median(checks),
            "search": search, "fuzz": fuzzed.elapsed_s / max(fuzzed.examples, 1)}

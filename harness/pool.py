@@ -16,6 +16,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -68,6 +69,48 @@ class Pool:
         """Run a batch of one layout's cases on a warm set (:meth:`RankSet.run_batch`)."""
         rank_set = self.set_with_groups(batch.requests[0].case)
         return rank_set.run_batch(batch, self.timeout if timeout is None else timeout, meanwhile=meanwhile)
+
+    def lanes(self, world_size: int) -> int:
+        """How many batches of ``world_size`` ranks may run at once (:meth:`run_batches`): one here."""
+        return 1
+
+    def twin_set(self, backend: str, device: str, world_size: int) -> RankSet:
+        """A second warm set for the key, for a second batch at once (where :meth:`lanes` allows one)."""
+        raise PoolError("this pool runs one batch at a time")
+
+    def run_batches(self, batches: list[BatchRequest], timeout: float | None = None, *,
+                    meanwhile: Callable[[], None] | None = None) -> list[tuple[int | None, tuple[tuple[Case, bool], ...]]]:
+        """Batches of one world size at once, the first on the key's own set (with ``meanwhile``),
+        each other on a twin (:meth:`twin_set`), from a thread of its own: ranks of one rank
+        are a process each, and the machine's other cores would otherwise wait."""
+        wait_s = self.timeout if timeout is None else timeout
+        sets = [self.set_with_groups(batches[0].requests[0].case)]
+        for batch in batches[1:]:
+            case = batch.requests[0].case
+            twin = self.twin_set(case.backend, case.device, case.world_size)
+            twin.make_groups(case)
+            sets.append(twin)
+        results: list[Any] = [None] * len(batches)
+
+        def run(i: int) -> None:
+            try:
+                results[i] = sets[i].run_batch(batches[i], wait_s)
+            except BaseException as exc:  # re-raised by the caller's thread
+                results[i] = exc
+
+        threads = [threading.Thread(target=run, args=(i,), name=f"gather-batch-{i}", daemon=True)
+                   for i in range(1, len(batches))]
+        for thread in threads:
+            thread.start()
+        try:
+            results[0] = sets[0].run_batch(batches[0], wait_s, meanwhile=meanwhile)
+        finally:
+            for thread in threads:
+                thread.join()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return results
 
     def set_with_groups(self, case: Case) -> RankSet:
         """The warm set for ``case`` once every rank has made its process groups.
@@ -146,6 +189,8 @@ class LocalPool(Pool):
         self.sets: dict[tuple[str, str, int], RankSet] = {}
         #: A set started in the background for each key that has had a fault (see :meth:`rank_set`).
         self.spares: dict[tuple[str, str, int], list[RankSet]] = {}
+        #: A second set for a key whose batches run two at a time (:meth:`twin_set`).
+        self.twins: dict[tuple[str, str, int], RankSet] = {}
         self.generation = 0
         self.spawned_sets = 0
         self.max_ranks = local_world_size_limit()
@@ -205,12 +250,25 @@ class LocalPool(Pool):
         self.spawned_sets += 1
         return rank_set
 
+    def lanes(self, world_size: int) -> int:
+        """Two batches at once where the machine has the cores for both sets' ranks, else one."""
+        return 2 if 2 * world_size <= (os.cpu_count() or 1) and 2 * world_size <= self.max_ranks else 1
+
+    def twin_set(self, backend: str, device: str, world_size: int) -> RankSet:
+        key = (backend, device, world_size)
+        twin = self.twins.get(key)
+        if twin is None or twin.broken:
+            self.twins[key] = twin = self._new_set(key)
+            twin.await_ready(self.start_timeout)
+        return twin
+
     def existing(self, backend: str, device: str, world_size: int) -> RankSet | None:
         rank_set = self.sets.get((backend, device, world_size))
         return None if rank_set is None or rank_set.broken else rank_set
 
     def live_ranks(self) -> int:
-        return sum(s.world_size for s in [*self.sets.values(), *self._all_spares()] if not s.broken)
+        return sum(s.world_size for s in [*self.sets.values(), *self._all_spares(), *self.twins.values()]
+                   if not s.broken)
 
     def _all_spares(self) -> list[RankSet]:
         return [spare for spares in self.spares.values() for spare in spares]
@@ -225,7 +283,7 @@ class LocalPool(Pool):
         if self.closed:
             return
         self.closed = True
-        every = [*self.sets.values(), *self._all_spares()]
+        every = [*self.sets.values(), *self._all_spares(), *self.twins.values()]
         for rank_set in every:  # all at once: their clean exits overlap
             rank_set.ask_to_stop()
         deadline = time.monotonic() + STOP_S
@@ -233,6 +291,7 @@ class LocalPool(Pool):
             rank_set.await_stopped(deadline)
         self.sets.clear()
         self.spares.clear()
+        self.twins.clear()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def __enter__(self) -> LocalPool:

@@ -423,32 +423,46 @@ class _Session:
         """
         size = FIRST_BATCH
         pending: dict[tuple, list[strategies.Stratum]] = {}
-        batch = _next_batch(source, pending, size)
+        batches = self._next_batches(source, pending, size)
         while time.monotonic() < deadline if deadline is not None else self.progress.searched < budget:
             if deadline is None:
-                batch = batch[: max(1, budget - self.progress.searched)]
-            requests = tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
-                                        check_grad=layer.case.grad != "none", repeat=self._repeats(layer.case))
-                             for layer in batch)
-            following: list[list[strategies.Stratum]] = []
+                batches = [batch[: max(1, budget - self.progress.searched)] for batch in batches[:1]]
+            following: list[list[list[strategies.Stratum]]] = []
             started = time.monotonic()
-            passed, history = self.pool.run_batch(BatchRequest(requests, bits=self.bits), timeout=self.config.timeout_s,
-                                                  meanwhile=lambda: following.append(_next_batch(source, pending, size)))
+            results = self.pool.run_batches([self._batch_request(batch) for batch in batches],
+                                            timeout=self.config.timeout_s,
+                                            meanwhile=lambda: following.append(self._next_batches(source, pending, size)))
             took = time.monotonic() - started
-            for layer in batch[: len(batch) if passed is None else passed]:
-                self.progress.seen.append((layer.case, None))
-            self.progress.examples += len(batch) if passed is None else passed
-            self.progress.current = batch[-1].case
-            if passed != len(batch):
+            for batch, (passed, history) in zip(batches, results):
+                for layer in batch[: len(batch) if passed is None else passed]:
+                    self.progress.seen.append((layer.case, None))
+                self.progress.examples += len(batch) if passed is None else passed
+                self.progress.current = batch[-1].case
+            failed = [(batch, passed, history) for batch, (passed, history) in zip(batches, results)
+                      if passed != len(batch)]
+            for batch, passed, history in failed:
                 found = self._batch_failed(batch if passed is None else batch[: passed + 1], history, up_to)
                 if found:
                     return found
-            elif took < BATCH_TARGET_S:
+            if not failed and took < BATCH_TARGET_S:
                 size = min(MAX_BATCH, size * 2)
-            batch = following[0] if following else _next_batch(source, pending, size)
+            batches = following[0] if following else self._next_batches(source, pending, size)
             if self.on_example is not None:
                 self.on_example(self.progress)
         return []
+
+    def _batch_request(self, batch: list[strategies.Stratum]) -> BatchRequest:
+        return BatchRequest(tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
+                                             check_grad=layer.case.grad != "none", repeat=self._repeats(layer.case))
+                                  for layer in batch), bits=self.bits)
+
+    def _next_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                      size: int) -> list[list[strategies.Stratum]]:
+        """The next batch, and as many more of its world size as the pool runs at once (:meth:`Pool.lanes`)."""
+        first = _next_batch(source, pending, size)
+        case = first[0].case
+        same = (case.backend, case.device, case.world_size)
+        return [first, *(_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))]
 
     def _batch_failed(self, failing: list[strategies.Stratum], history: Sequence[tuple[Case, bool]],
                       up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
@@ -561,17 +575,18 @@ class _Session:
 
 
 def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
-                size: int) -> list[strategies.Stratum]:
+                size: int, key: tuple[str, str, int] | None = None) -> list[strategies.Stratum]:
     """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
-    groups made once); drawn ones of other keys wait in ``pending`` for their turn."""
+    groups made once), of ``key``'s (backend, device, world size) if given; drawn ones of other
+    keys wait in ``pending`` for their turn."""
     while True:
+        for held, waiting in pending.items():
+            if len(waiting) >= size and (key is None or held[:3] == key):
+                batch, waiting[:] = waiting[:size], waiting[size:]
+                return batch
         layer = next(source)
         case = layer.case
-        waiting = pending.setdefault((case.backend, case.device, case.world_size, case.layout()), [])
-        waiting.append(layer)
-        if len(waiting) >= size:
-            batch, waiting[:] = waiting[:size], waiting[size:]
-            return batch
+        pending.setdefault((case.backend, case.device, case.world_size, case.layout()), []).append(layer)
 
 
 class _ShrinkClock:

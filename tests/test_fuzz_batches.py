@@ -91,3 +91,16 @@ def test_batches_of_a_correct_gather_pass_far_beyond_the_search_s_examples() -> 
     report = run_check(CORRECT, contract, max_examples=1000, seed=2, batches=True)
     assert report.verdict == "pass" and not report.unattributed
     assert report.examples == 1000, report.examples
+
+
+def test_two_batches_of_one_rank_run_at_once_on_two_sets_and_the_pool_stops_both() -> None:
+    """Where the machine has a core for each (two here), two batches of W=1 run at once: one on the
+    key's set, one on its twin; closing the pool stops both."""
+    with LocalPool(timeout=TIMEOUT_S) as own:
+        lanes = own.lanes(1)
+        batches = [batch(drawn(1, 8, seed=seed)) for seed in range(max(lanes, 2))][:lanes]
+        assert [passed for passed, _ in own.run_batches(batches)] == [8] * lanes
+        sets = [own.existing("gloo", "cpu", 1), *own.twins.values()]
+        assert len({id(s) for s in sets}) == lanes
+        procs = [proc for s in sets if s is not None for proc in s.procs]
+    assert all(proc.exitcode is not None for proc in procs)
