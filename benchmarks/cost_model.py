@@ -7,7 +7,8 @@ Run from the repository root::
     python benchmarks/cost_model.py --markdown
 
 For this project's correct ragged gather (``harness.ragged:all_gather_ragged``: one shape
-exchange and one all_gather, no gradient), at each world size, on one set of cases drawn once
+exchange and one all_gather, no gradient), or with ``--gather equal`` the cheapest correct one
+(``all_gather_single`` of equal shapes), at each world size, on one set of cases drawn once
 and on one warm pool, every stage of an example is timed on its own:
 
 - **draw**: Hypothesis generating the cases (``strategies.cases``, no test body);
@@ -51,7 +52,9 @@ from harness.pool import LocalPool, shared_pool  # noqa: E402
 from harness.probe import plan  # noqa: E402
 from harness.search import run_check  # noqa: E402
 
-GATHER = "harness.ragged:all_gather_ragged"
+#: The gathers modelled (``--gather``): this project's ragged one (a length exchange and an
+#: all_gather), and the cheapest correct one (``all_gather_single`` of equal shapes: one collective).
+GATHERS = {"ragged": ("harness.ragged:all_gather_ragged", True), "equal": ("harness.variants.into_tensor:gather_single", False)}
 HERE = "benchmarks.cost_model"
 RAW = "benchmarks.throughput:raw_calls"
 #: The issue's targets: fuzz examples per second at W=1 and W=2, harness ms per example at W=1,
@@ -117,9 +120,10 @@ def timed(step, items: list) -> list[float]:  # type: ignore[no-untyped-def]
     return times
 
 
-def model(pool: LocalPool, world: int, count: int) -> dict[str, float]:
+def model(pool: LocalPool, world: int, count: int, gather: str = "ragged") -> dict[str, float]:
     """Every stage's median seconds per example at ``world`` ranks, and the two paths' rates."""
-    contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(world, world))
+    GATHER, ragged = GATHERS[gather]  # noqa: N806
+    contract = Contract(ragged=ragged, dims="any", grad="none", world_sizes=(world, world))
     run_check(GATHER, contract, max_examples=20, seed=1, pool=pool)  # warm: probe, capabilities, imports
     contract = contract.with_(dtypes=capabilities.measure(pool).drawable(contract.dtypes))  # as run_check draws
     call = plan(pool, GATHER, contract)
@@ -132,7 +136,7 @@ def model(pool: LocalPool, world: int, count: int) -> dict[str, float]:
     checks = timed(check_outcome, outcomes)
     inside = [max(per_rank) for per_rank in zip(*_values(pool, world, f"{HERE}:in_rank", texts, GATHER,
                                                             call.to_dict()))]
-    raw = max(_values(pool, world, RAW, texts, 3))
+    raw = max(_values(pool, world, RAW, texts, 3, GATHER))
     started = time.perf_counter()
     searched = run_check(GATHER, contract, max_examples=count, seed=2, pool=pool)
     search = (time.perf_counter() - started) / max(searched.examples, 1)
@@ -149,13 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="60 cases per world size instead of 200")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--world-sizes", default="1,2,4", metavar="LIST")
+    parser.add_argument("--gather", choices=sorted(GATHERS), default="ragged",
+                        help="ragged: harness.ragged's gather (default); equal: all_gather_single of equal shapes")
     args = parser.parse_args(argv)
     pool = shared_pool()
     count = 60 if args.quick else 200
     worlds = [int(w) for w in args.world_sizes.split(",")]
     rows, misses = [], []
     for world in worlds:
-        row = model(pool, world, count)
+        row = model(pool, world, count, args.gather)
         ms = {key: value * 1000 for key, value in row.items()}
         rows.append((f"W={world}", *(f"{ms[key]:.2f}" for key in ("draw", "reference", "round trip", "in rank", "raw",
                                                                    "checks", "rest", "search", "fuzz")),
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             misses.append(f"check at W=2: {1 / row['search']:.0f}/s < {TARGET_CHECK_W2:.0f}/s")
     header = ("world", "draw ms", "reference ms", "round trip ms", "in rank ms", "raw ms", "checks ms", "rest ms",
               "search ms/ex", "fuzz ms/ex", "search / raw", "check ex/s", "fuzz ex/s")
-    print(f"gather-harness cost model: {GATHER}, {count} cases per world size, medians; one run")
+    print(f"gather-harness cost model: {GATHERS[args.gather][0]}, {count} cases per world size, medians; one run")
     print((markdown_table if args.markdown else text_table)(header, rows))
     print("targets: " + ("every one met" if not misses else "missed: " + "; ".join(misses)))
     return 0

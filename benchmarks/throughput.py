@@ -84,13 +84,16 @@ SAMPLED_BUGS = (
 # -- run inside the ranks (pool.call) ----------------------------------------------------------
 
 
-def raw_calls(cases: list[str], repeats: int) -> float:
-    """Seconds per plain call of the gather on this rank's inputs of ``cases``, collective log unhooked.
+def raw_calls(cases: list[str], repeats: int, target: str = "harness.ragged:all_gather_ragged") -> float:
+    """Seconds per plain call of the gather (``target``, called as ``f(x, dim)``) on this rank's inputs
+    of ``cases``, collective log unhooked.
 
     The inputs are built before the clock starts; the calls run back to back ``repeats``
     times over all cases; nothing of the harness runs in the loop.
     """
-    from harness.ragged import all_gather_ragged
+    from harness.targets import load
+
+    gather = load(target)
 
     rank = dist.get_rank()
     inputs = [(make_input(case, rank), case.dim) for case in map(Case.from_json, cases)]
@@ -103,7 +106,7 @@ def raw_calls(cases: list[str], repeats: int) -> float:
         with torch.no_grad():
             for _ in range(repeats):
                 for x, dim in inputs:
-                    all_gather_ragged(x, dim)
+                    gather(x, dim)
         return (time.perf_counter() - started) / (repeats * len(inputs))
     finally:
         for name, function in hooked.items():

@@ -452,9 +452,13 @@ class _Session:
         return []
 
     def _batch_request(self, batch: list[strategies.Stratum]) -> BatchRequest:
+        """The batch's requests; one case in :data:`REPEAT_EVERY` makes the stability calls, by its
+        place in the sweep (a case that fails is run again with them, as strata are)."""
+        first = self.progress.examples
         return BatchRequest(tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
-                                             check_grad=layer.case.grad != "none", repeat=self._repeats(layer.case))
-                                  for layer in batch), bits=self.bits)
+                                             check_grad=layer.case.grad != "none",
+                                             repeat=(first + n) % REPEAT_EVERY == 0)
+                                  for n, layer in enumerate(batch)), bits=self.bits)
 
     def _next_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
                       size: int) -> list[list[strategies.Stratum]]:
