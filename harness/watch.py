@@ -72,6 +72,8 @@ class Watch:
         #: The ranks as last looked at, and when: a verdict needs a whole window since.
         self.before: dict[int, tuple[float, bool] | None] = {}
         self.since: float | None = None
+        #: The ranks as first looked at once a peer raised or died, and when (:meth:`settled`).
+        self.settling: tuple[dict[int, tuple[float, bool] | None], float] | None = None
         #: Why the wait ended without every rank (for the hang's message), once it has.
         self.verdict = ""
 
@@ -90,7 +92,8 @@ class Watch:
         if self.since is None or now - self.since < WINDOW_S:
             self.nearly(ranks, now)
             return (self.since or now) + WINDOW_S
-        busy = self._busy(ranks, now)
+        busy = _busy(self.before, after := self._look(ranks))
+        self.before, self.since = after, now
         waited = now - self.started
         if busy and now < self.cap:
             return min(now + WINDOW_S, self.cap)
@@ -104,23 +107,31 @@ class Watch:
 
     def settled(self, ranks: list[int], now: float) -> bool:
         """Once a peer has raised or died: whether the unreturned ``ranks`` stayed idle for a whole
-        :data:`SETTLE_S` (the first call only looks)."""
-        if self.since is None:
-            self.nearly(ranks, now)
+        :data:`SETTLE_S` (the first call only looks).  Its own looks, apart from the deadline's
+        window: the deadline and its patience stand whatever this says."""
+        if self.settling is None:
+            self.settling = (self._look(ranks), now)
             return False
-        if now - self.since < SETTLE_S or self._busy(ranks, now) is not False:
+        before, since = self.settling
+        if now - since < SETTLE_S:
+            return False
+        after = self._look(ranks)
+        self.settling = (after, now)
+        if _busy(before, after) is not False:
             return False
         self.verdict = (f"after {now - self.started:.1f} s every rank that had not returned was idle (asleep in a "
                         f"wait for {SETTLE_S:g} s) once a peer had raised or died")
         return True
 
-    def _busy(self, ranks: list[int], now: float) -> bool | None:
-        """Whether ``ranks`` used CPU or ran since last looked at (``None``: the system does not
-        say); they are looked at again from ``now``."""
-        after = {r: self.look(r) for r in ranks}
-        known = [(self.before.get(r), seen) for r, seen in after.items() if seen is not None]
-        used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
-        self.before, self.since = after, now
-        if not known:
-            return None
-        return used >= BUSY_CPU_S or any(seen[1] for _, seen in known)
+    def _look(self, ranks: list[int]) -> dict[int, tuple[float, bool] | None]:
+        return {r: self.look(r) for r in ranks}
+
+
+def _busy(before: dict[int, tuple[float, bool] | None], after: dict[int, tuple[float, bool] | None]) -> bool | None:
+    """Whether the ranks looked at ``after`` used CPU since ``before`` or run now (``None``: the
+    system does not say)."""
+    known = [(before.get(r), seen) for r, seen in after.items() if seen is not None]
+    if not known:
+        return None
+    used = sum(seen[0] - earlier[0] for earlier, seen in known if earlier is not None)
+    return used >= BUSY_CPU_S or any(seen[1] for _, seen in known)

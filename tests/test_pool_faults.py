@@ -115,6 +115,16 @@ def test_ranks_asleep_after_a_peer_raised_are_not_waited_for_to_the_end_of_the_g
 
 
 @pytest.mark.slow
+def test_a_rank_busy_after_a_peer_raised_is_waited_for_until_the_patience_is_spent_not_for_ever(
+        fault_pool: LocalPool) -> None:
+    """The settle's looks after a peer raised are its own: they never push the deadline's window on
+    (a wait that once never ended on ranks that stay busy, or that cannot be looked at: remote ones)."""
+    outcome, elapsed = run_timed(fault_pool, "tests.planted.faults:spins_while_rank1_raises")
+    assert outcome.fault == "exception" and "still busy after" in outcome.waited, outcome.waited
+    assert elapsed <= TIMEOUT_S * PATIENCE + SLACK_S
+
+
+@pytest.mark.slow
 def test_a_slowed_rank_is_waited_for_and_a_stuck_one_is_a_hang(fault_pool: LocalPool) -> None:
     """What a starved machine does to a case (a rank busy past the timeout) is not a hang; a rank
     asleep in a wait is one at the timeout; a rank spinning forever is one once the patience is spent."""

@@ -68,6 +68,16 @@ def spins_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     return correct(x, dim)
 
 
+def spins_while_rank1_raises(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 1 raises at once; rank 0 spins forever outside any collective: busy, so neither the
+    ledgers nor the settle can end the wait, and only the patience does."""
+    if dist.get_rank() == 1:
+        raise ValueError("planted failure on rank 1")
+    if dist.get_rank() == 0:
+        _spin(10_000)
+    return correct(x, dim)
+
+
 def _spin(seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
