@@ -42,6 +42,9 @@ STACK_WAIT_S = 1.0
 #: the harness's own work, so never the target's ``--timeout``.  Measured on a loaded 2-core
 #: machine: 25-30 ms median, 0.65 s at most in 600 makings of a group of 3 on fresh sets of 4.
 GROUP_SETUP_S = 60.0
+#: Batches run on one set until it has this many cases behind it; then the set is replaced, so that
+#: the history a failure may need again is bounded (a fuzz run makes about a thousand cases a second).
+MAX_BATCH_HISTORY = 2000
 #: What every rank runs to make a layout's groups (:func:`harness.procedure.make_groups`).
 MAKE_GROUPS = "harness.procedure:make_groups"
 
@@ -269,6 +272,8 @@ class RankSet:
         passed = min((res.value for res in returned), default=None)
         if len(returned) == len(results) and passed == len(requests) and in_step(results):
             self.history += [(request.case, request.repeat) for request in requests]
+            if len(self.history) >= MAX_BATCH_HISTORY:
+                self.kill()  # the next batch on fresh ranks: a history to replay stays short, the driver's memory bounded
             return passed, before
         self.kill()
         return (passed if passed is not None and passed < len(requests) else None), before

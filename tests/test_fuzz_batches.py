@@ -104,3 +104,15 @@ def test_two_batches_of_one_rank_run_at_once_on_two_sets_and_the_pool_stops_both
         assert len({id(s) for s in sets}) == lanes
         procs = [proc for s in sets if s is not None for proc in s.procs]
     assert all(proc.exitcode is not None for proc in procs)
+
+
+def test_a_set_that_ran_many_batches_is_replaced_so_a_failure_s_history_stays_short(
+        pool: LocalPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import rankset
+
+    monkeypatch.setattr(rankset, "MAX_BATCH_HISTORY", 10)
+    cases = drawn(1, 8, seed=4)
+    pool.run_batch(batch(cases))  # whatever the set had run before, it is at 8 or more now
+    pool.run_batch(batch(cases))
+    passed, history = pool.run_batch(batch(cases))
+    assert passed == 8 and len(history) < 10

@@ -128,7 +128,7 @@ def degrades_every_third_call(x: torch.Tensor, dim: int) -> torch.Tensor:
 # -- one bug per dimension of the strategies -----------------------------------------------------
 
 
-_CALLS = [0]
+_CALLS_SO_FAR = [0]
 #: How many calls :func:`fails_after_many_calls` gets right: more than a check's strata and
 #: Hypothesis examples make on one set of ranks, fewer than the fuzz engine's first batches.
 RIGHT_CALLS = 300
@@ -137,9 +137,9 @@ RIGHT_CALLS = 300
 def fails_after_many_calls(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Right for the first :data:`RIGHT_CALLS` calls in a process, then zeros (a cache that fills
     up, a counter that wraps): only a long run on warm ranks meets it."""
-    _CALLS[0] += 1
+    _CALLS_SO_FAR[0] += 1
     out = all_gather_ragged(x, dim)
-    return out if _CALLS[0] <= RIGHT_CALLS else torch.zeros_like(out)
+    return out if _CALLS_SO_FAR[0] <= RIGHT_CALLS else torch.zeros_like(out)
 
 
 def first_two_ranks_only(x: torch.Tensor, dim: int) -> torch.Tensor:
