@@ -84,17 +84,17 @@ class Pool:
         each other on a twin (:meth:`twin_set`), from a thread of its own: ranks of one rank
         are a process each, and the machine's other cores would otherwise wait."""
         wait_s = self.timeout if timeout is None else timeout
-        sets = [self.set_with_groups(batches[0].requests[0].case)]
+        twins = []
         for batch in batches[1:]:
             case = batch.requests[0].case
             twin = self.twin_set(case.backend, case.device, case.world_size)
             twin.make_groups(case)
-            sets.append(twin)
+            twins.append(twin)
         results: list[Any] = [None] * len(batches)
 
         def run(i: int) -> None:
             try:
-                results[i] = sets[i].run_batch(batches[i], wait_s)
+                results[i] = twins[i - 1].run_batch(batches[i], wait_s)
             except BaseException as exc:  # re-raised by the caller's thread
                 results[i] = exc
 
@@ -103,7 +103,7 @@ class Pool:
         for thread in threads:
             thread.start()
         try:
-            results[0] = sets[0].run_batch(batches[0], wait_s, meanwhile=meanwhile)
+            results[0] = self.run_batch(batches[0], wait_s, meanwhile=meanwhile)
         finally:
             for thread in threads:
                 thread.join()
