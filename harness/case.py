@@ -25,6 +25,7 @@ the value recipes are :mod:`harness.values`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, replace
@@ -420,11 +421,29 @@ def make_input(
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
     shape = case.input_shape(rank)
-    values = make_values(spec.values, dtype, math.prod(shape), rank=rank, seed=spec.seed)
+    values = _values(spec.values, dtype, math.prod(shape), rank, spec.seed)
     if companion:
         values = _companion(values, reduction=COLLECTIVES[case.collective].reduces)
     x = _lay_out(values.reshape(shape), spec.layout, requires_grad)
     return x if device is None else x.to(device)
+
+
+#: Inputs of at most this many bytes have their values kept (:func:`_values`).
+KEPT_VALUES_BYTES = 1 << 18
+
+
+def _values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
+    """The values of an input, never to be written to: one case rebuilds a rank's input for its
+    call, for the reference on every rank of its group and for the untouched-input check, and
+    a recipe costs more than a copy (a batch of small cases spent a third of a rank's time here)."""
+    if n * dtype.itemsize > KEPT_VALUES_BYTES:
+        return make_values(recipe, dtype, n, rank=rank, seed=seed)
+    return _kept_values(recipe, dtype, n, rank, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
+    return make_values(recipe, dtype, n, rank=rank, seed=seed)
 
 
 def _companion(values: torch.Tensor, *, reduction: bool) -> torch.Tensor:
@@ -459,12 +478,13 @@ def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch
 
 
 def _lay_out(values: torch.Tensor, layout: str, requires_grad: bool) -> torch.Tensor:
-    """Place ``values`` (contiguous, final shape) into a tensor with the given layout."""
+    """Place ``values`` (contiguous, final shape) into a new tensor with the given layout (never a
+    view of ``values``, which may be kept for the next build: :func:`_values`)."""
     shape = tuple(values.shape)
     if not shape and layout != "contiguous":
         layout = "offset"  # a 0-d tensor has no strides to play with, only a place in its storage
     if layout == "transposed" and len(shape) >= 2:
-        base = values.permute(*reversed(range(len(shape)))).contiguous()
+        base = values.permute(*reversed(range(len(shape)))).clone(memory_format=torch.contiguous_format)
         return _leaf(base, requires_grad).permute(*reversed(range(len(shape))))
     if layout in ("strided", "transposed"):
         wide = shape[:-1] + (2 * shape[-1],)

@@ -98,13 +98,20 @@ def check_bits(prop: str, what: str, got: torch.Tensor | None, expected: torch.T
     problem = _comparable(prop, what, got, expected, r, where)
     if problem or got is None:
         return problem
-    if torch.equal(_raw_bytes(got), _raw_bytes(expected)):
+    if identical(got, expected):
         return []
     same = bitwise_equal(got, expected)
     index = first_false(same)
     count = f"({int((~same).sum())} of {same.numel()} elements differ)"
     return [Violation(prop, "mismatch", r, f"{_bit_change(got, expected, index)} at {what}{index_text(index)}"
                                            f"{_context(where)} on rank {r} {count}")]
+
+
+def identical(got: object, expected: torch.Tensor) -> bool:
+    """Whether ``got`` is a tensor of ``expected``'s dtype and shape with the same raw bytes: what
+    passes every comparison of this module at once (the common case, decided in one step)."""
+    return (isinstance(got, torch.Tensor) and got.dtype == expected.dtype and got.shape == expected.shape
+            and torch.equal(_raw_bytes(got), _raw_bytes(expected)))
 
 
 def value_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -153,8 +160,10 @@ def _hex(t: torch.Tensor) -> str:
 
 
 def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s bytes as a (numel, itemsize) uint8 matrix, whatever its strides."""
-    dense = t.clone(memory_format=torch.contiguous_format).reshape(-1)
+    """``t``'s bytes as a (numel, itemsize) uint8 matrix, whatever its strides (copied only when
+    they are not dense, or a conjugate or negative bit is still to be applied)."""
+    dense = (t if t.numel() > 1 and t.is_contiguous() and not t.is_conj() and not t.is_neg()
+             else t.clone(memory_format=torch.contiguous_format)).reshape(-1)  # one element: any stride
     return dense.view(torch.uint8).reshape(dense.numel(), t.element_size())
 
 

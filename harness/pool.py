@@ -81,8 +81,8 @@ class Pool:
     def run_batches(self, batches: list[BatchRequest], timeout: float | None = None, *,
                     meanwhile: Callable[[], None] | None = None) -> list[tuple[int | None, tuple[tuple[Case, bool], ...]]]:
         """Batches of one world size at once, the first on the key's own set (with ``meanwhile``),
-        each other on a twin (:meth:`twin_set`), from a thread of its own: ranks of one rank
-        are a process each, and the machine's other cores would otherwise wait."""
+        each other on a twin (:meth:`twin_set`), from a thread of its own, so the second set's
+        ranks work while the first's wait in their collectives (:meth:`lanes`)."""
         wait_s = self.timeout if timeout is None else timeout
         twins = []
         for batch in batches[1:]:
@@ -251,8 +251,11 @@ class LocalPool(Pool):
         return rank_set
 
     def lanes(self, world_size: int) -> int:
-        """Two batches at once where the machine has the cores for both sets' ranks, else one."""
-        return 2 if 2 * world_size <= (os.cpu_count() or 1) and 2 * world_size <= self.max_ranks else 1
+        """Two batches at once wherever both sets' ranks fit in memory, even with fewer cores than
+        ranks: a rank spends much of each collective waiting for its peers and the transport, and
+        the other set's ranks run meanwhile (measured on 2 cores, ``benchmarks/cost_model.py``:
+        two sets of 2 ranks fuzz about 1.4x as fast as one, two sets of 4 about 1.6x)."""
+        return 2 if 2 * world_size <= self.max_ranks else 1
 
     def twin_set(self, backend: str, device: str, world_size: int) -> RankSet:
         key = (backend, device, world_size)

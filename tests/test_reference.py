@@ -8,7 +8,7 @@ from harness.reference import ExpectedGrad, expected_grad, expected_output, with
 from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
-from harness.case import Case, RankSpec, make_cotangent, torch_dtype
+from harness.case import Case, RankSpec, make_cotangent, make_input, torch_dtype
 from harness.contract import DTYPE_GROUPS, Contract
 
 
@@ -185,3 +185,25 @@ def test_autograd_sum_and_mean_of_the_gathered_graph_are_within_bound(case: Case
         assert x.grad is not None and x.grad.dtype == dtype
         assert torch.all(within_bound(x.grad, expected_grad(case, r, "sum")))
         assert torch.all(within_bound(x.grad / case.world_size, expected_grad(case, r, "mean")))
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs rebuilt from kept values
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "offset"])
+@pytest.mark.parametrize("shape", [(3, 4), (1, 5), (5, 1), (4,), ()])
+def test_a_target_writing_into_its_input_does_not_change_the_next_build(layout: str, shape: tuple[int, ...]) -> None:
+    """The values of recent inputs are kept (a case rebuilds one input several times): every build
+    is a new tensor, so a target that writes into its input, or a leaf made to require grad, cannot
+    reach the kept values, the reference or the untouched-input check (a size-1 dim makes a
+    permuted copy look contiguous: ``contiguous()`` would hand back the kept tensor itself)."""
+    case = Case(ranks=(RankSpec(shape, layout=layout), RankSpec(shape)), dtype="float32",
+                output="stack" if not shape else "tensor")
+    want, reference = make_input(case, 0).clone(), expected_output(case)
+    first = make_input(case, 0, requires_grad=True)
+    with torch.no_grad():
+        first.mul_(-3).add_(7)
+    again = make_input(case, 0)
+    assert torch.equal(again, want) and not again.requires_grad and again.data_ptr() != first.data_ptr()
+    assert torch.equal(expected_output(case), reference)
