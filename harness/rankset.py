@@ -76,8 +76,8 @@ class RankSet:
         self.spawned_at = 0.0
         self.startup_s = 0.0
         self.closed: set[int] = set()
-        #: How the last wait for the ranks went (:class:`Watch`).
-        self.watch: Watch | None = None
+        #: How the last exchange's wait for unreturned ranks ended (:attr:`harness.watch.Watch.verdict`).
+        self.waited = ""
         #: The cases run since the target's state on these ranks was last fresh (set start or
         #: module reload), with their ``repeat`` flags: what a history-dependent finding needs.
         self.history: list[tuple[Case, bool]] = []
@@ -238,7 +238,7 @@ class RankSet:
         outcome = Outcome(case=request.case, results=results, history=tuple(self.history))
         ledgers = Ledgers(self.last, layout)
         outcome.fault, outcome.desync = classify(results, self._dead(), ledgers)
-        outcome.waited = self.watch.verdict if self.watch is not None else ""
+        outcome.waited = self.waited
         if outcome.fault:
             outcome.faults = self._diagnose(results, log_offsets) if diagnose else []
             if outcome.fault == "hang" and ledgers.stuck_for_good(results):
@@ -338,7 +338,7 @@ class RankSet:
         started = time.monotonic()
         deadline = started + timeout_s
         ledgers = Ledgers(self.last, layout)
-        self.watch = watch = Watch(self._usage, started, timeout_s)
+        watch = Watch(self._usage, started, timeout_s)  # not kept: it holds this set (a cycle only the GC would free)
         ended = False  # a rank has raised or died: the others have the grace
         while pending:
             now = time.monotonic()
@@ -366,6 +366,7 @@ class RankSet:
                 if later is None:
                     break
                 deadline = later
+        self.waited = watch.verdict
         return results
 
     # -- what differs for ranks that are not our child processes (harness.remote_driver) ------

@@ -8,10 +8,12 @@ timeout plus a few seconds, and the very next correct case must pass on the heal
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import subprocess
 import sys
 import time
+import weakref
 
 import pytest
 import torch.distributed as dist
@@ -242,6 +244,20 @@ def test_a_fault_replaces_the_ranks(fault_pool: LocalPool) -> None:
     run_timed(fault_pool, "tests.planted.faults:raise_rank1")
     after = [p.pid for p in fault_pool.rank_set("gloo", "cpu", 3).procs]
     assert not set(before) & set(after)
+
+
+def test_ranks_dropped_after_a_fault_close_their_pipes_at_once(fault_pool: LocalPool) -> None:
+    """A dropped set is freed as soon as the pool lets go of it, not when the garbage collector next
+    runs: a night's fuzzing replaces sets after every fault, and each one waiting for a collection
+    held its pipes open (the soak saw the driver's descriptors climb by a hundred)."""
+    dropped = weakref.ref(fault_pool.rank_set("gloo", "cpu", 3))
+    gc.disable()
+    try:
+        run_timed(fault_pool, "tests.planted.faults:segfault_rank1")
+        assert fault_pool.run(RAGGED, CORRECT).fault is None  # on a new set: the old one is gone from the pool
+        assert dropped() is None
+    finally:
+        gc.enable()
 
 
 def test_ranks_that_went_out_of_step_are_replaced(fault_pool: LocalPool) -> None:
