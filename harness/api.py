@@ -94,6 +94,8 @@ class CheckOptions:
     max_shrink_steps: int = SearchSettings.max_shrink_steps
     #: The fuzz engine's batches (:attr:`harness.search.SearchSettings.batches`).
     batches: bool = False
+    #: Strata and Hypothesis's draws in batches until something fails (:attr:`harness.search.SearchSettings.ahead`).
+    ahead: bool = True
 
     def option_values(self) -> dict[str, Any]:
         """These options as :data:`~harness.options.OPTIONS` values (what :func:`bind` was given)."""
@@ -113,7 +115,7 @@ class CheckOptions:
                               timeout_s=self.timeout, probe_misuse=self.probe_misuse,
                               base_settings=profile_settings(self.profile), shrink_budget_s=self.shrink_budget_s,
                               shrink_fault_steps=self.shrink_fault_steps, max_shrink_steps=self.max_shrink_steps,
-                              track_semantics=self.track_semantics, batches=self.batches)
+                              track_semantics=self.track_semantics, batches=self.batches, ahead=self.ahead)
 
 
 class GatherNote(UserWarning):

@@ -418,14 +418,19 @@ def make_input(
     layout with every bit inverted: the input of the second call of the stability check,
     which differs from the first in every element, so a shared output buffer shows.
     """
+    x = _lay_out(input_values(case, rank, companion=companion), case.ranks[rank].layout, requires_grad)
+    return x if device is None else x.to(device)
+
+
+def input_values(case: Case, rank: int, *, companion: bool = False) -> torch.Tensor:
+    """Rank ``rank``'s input values, contiguous, in its shape: what a reference needs (a layout
+    changes no value).  Possibly kept for the next build (:func:`_values`): never to be written to."""
     spec = case.ranks[rank]
-    dtype = torch_dtype(case.dtype)
     shape = case.input_shape(rank)
-    values = _values(spec.values, dtype, math.prod(shape), rank, spec.seed)
+    values = _values(spec.values, torch_dtype(case.dtype), math.prod(shape), rank, spec.seed)
     if companion:
         values = _companion(values, reduction=COLLECTIVES[case.collective].reduces)
-    x = _lay_out(values.reshape(shape), spec.layout, requires_grad)
-    return x if device is None else x.to(device)
+    return values.reshape(shape)
 
 
 #: Inputs of at most this many bytes have their values kept (:func:`_values`).

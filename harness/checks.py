@@ -42,7 +42,7 @@ from .compare import (
 )
 from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
 from .outputs import OUTPUTS
-from .procedure import RankResult
+from .procedure import BatchSummary, RankResult
 
 if TYPE_CHECKING:
     from .faults import Outcome
@@ -331,13 +331,27 @@ def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
     if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
         return None
     results = [res for res in outcome.results if res is not None and not res.idle]
-    if any(res.grad is None or res.input_after is None or res.grad.shape != res.input_after.shape for res in results):
+    return frozenset(COLLECTIVES[case.collective].grads).intersection(
+        *(contracts_matched(case, res) for res in results))
+
+
+def contracts_matched(case: Case, result: RankResult) -> frozenset[str]:
+    """The gradient contracts one rank's gradient matches (none without a gradient of ``x``'s shape)."""
+    if result.grad is None or result.input_after is None or result.grad.shape != result.input_after.shape:
         return frozenset()
-    return frozenset(
-        contract for contract in COLLECTIVES[case.collective].grads
-        if all(bool(reference.within_bound(res.grad, reference.expected_grad(case, res.rank, contract)).all())
-               for res in results if res.grad is not None)
-    )
+    return frozenset(contract for contract in COLLECTIVES[case.collective].grads
+                     if bool(reference.within_bound(result.grad, reference.expected_grad(case, result.rank,
+                                                                                          contract)).all()))
+
+
+def batch_notes(summary: BatchSummary, case: Case, result: RankResult, *, semantics: bool) -> None:
+    """Count a case that passed on this rank in a batch into ``summary``, with what the controller
+    notes of a passing case run the usual way (:func:`outcome_notes`, :func:`matching_contracts`)."""
+    summary.passed += 1
+    summary.written = summary.written or (written_in_place(result) and not gradients_checked(case))
+    if semantics:
+        applies = not result.idle and case.dtype in DIFFERENTIABLE_DTYPES
+        summary.matched.append(contracts_matched(case, result) if applies else None)
 
 
 # ---------------------------------------------------------------------------------------------

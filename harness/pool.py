@@ -32,7 +32,7 @@ from harness.faults import Outcome
 from harness.machine import check_devices, local_world_size_limit, too_many_ranks
 from harness.options import DEFAULT_TIMEOUT_S
 from harness.procedure import BatchRequest, RankResult, RunRequest
-from harness.rankset import STOP_S, RankSet
+from harness.rankset import STOP_S, BatchRun, RankSet
 
 #: Sets kept starting in the background for a key that has had a fault: shrinking a fault
 #: replaces the set at every step (on a 2-core machine a W=2 step took 90 ms with a
@@ -65,7 +65,7 @@ class Pool:
                             meanwhile=meanwhile)
 
     def run_batch(self, batch: BatchRequest, timeout: float | None = None, *,
-                  meanwhile: Callable[[], None] | None = None) -> tuple[int | None, tuple[tuple[Case, bool], ...]]:
+                  meanwhile: Callable[[], None] | None = None) -> BatchRun:
         """Run a batch of one layout's cases on a warm set (:meth:`RankSet.run_batch`)."""
         rank_set = self.set_with_groups(batch.requests[0].case)
         return rank_set.run_batch(batch, self.timeout if timeout is None else timeout, meanwhile=meanwhile)
@@ -79,7 +79,7 @@ class Pool:
         raise PoolError("this pool runs one batch at a time")
 
     def run_batches(self, batches: list[BatchRequest], timeout: float | None = None, *,
-                    meanwhile: Callable[[], None] | None = None) -> list[tuple[int | None, tuple[tuple[Case, bool], ...]]]:
+                    meanwhile: Callable[[], None] | None = None) -> list[BatchRun]:
         """Batches of one world size at once, the first on the key's own set (with ``meanwhile``),
         each other on a twin (:meth:`twin_set`), from a thread of its own, so the second set's
         ranks work while the first's wait in their collectives (:meth:`lanes`)."""

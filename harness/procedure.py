@@ -73,6 +73,22 @@ class BatchRequest:
 
     requests: tuple[RunRequest, ...]
     bits: bool = True
+    #: Report which gradient contracts each case's gradient matched (:attr:`BatchSummary.matched`).
+    semantics: bool = False
+
+
+@dataclass
+class BatchSummary:
+    """What one rank reports of a batch: how many cases passed before the first that did not,
+    and of those what a usual run would have noted (:func:`harness.checks.outcome_notes`, the
+    gradient contracts matched), so a search in batches says what a search case by case says."""
+
+    passed: int = 0
+    #: A passing case wrote into its input where no gradient was checked (the in-place note).
+    written: bool = False
+    #: Per passing case, with ``semantics``: the contracts this rank's gradient matched, ``None``
+    #: where the case says nothing about them (no gradient, this rank idle).
+    matched: list[frozenset[str] | None] = field(default_factory=list)
 
 
 @dataclass

@@ -76,6 +76,41 @@ class KeyedDatabase(ExampleDatabase):
         return f"KeyedDatabase({self.inner!r}, {self.prefix[:-1]!r})"
 
 
+class ReadOnlyDatabase(ExampleDatabase):
+    """A database that replays what ``inner`` holds and changes nothing in it.
+
+    A search drawn ahead of its runs (:meth:`harness.search._Session.search`) replays the saved
+    failures as the real run does, but its test function only collects the cases: Hypothesis
+    would take every saved failure for one that no longer fails, and delete it.
+    """
+
+    def __init__(self, inner: ExampleDatabase) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def save(self, key: bytes, value: bytes) -> None:
+        pass
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.inner.fetch(key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        pass
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"ReadOnlyDatabase({self.inner!r})"
+
+
+def read_only(active: settings) -> settings:
+    """``active`` with its database (if any) read only (:class:`ReadOnlyDatabase`)."""
+    if active.database is None:
+        return active
+    return settings(active, database=ReadOnlyDatabase(active.database))
+
+
 def keyed(active: settings, key: bytes) -> settings:
     """``active`` with its database (if any) narrowed to ``key``'s share."""
     if active.database is None:

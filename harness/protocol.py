@@ -110,13 +110,27 @@ def entry_line(entry: Entered) -> bytes:
 def ledger_from_lines(lines: list[bytes], returned: bool, counts: dict[str, int], limit: int = LEDGER_BYTES - 1) -> bytes:
     """:func:`ledger_text` of entries already encoded as lines (:func:`entry_line`): a rank keeps
     its lines, and publishes on every collective it enters and leaves."""
+    return sealed(ledger_body(lines, counts, limit), returned)
+
+
+def ledger_body(lines: list[bytes], counts: dict[str, int], limit: int = LEDGER_BYTES - 1) -> tuple[bytes, bool]:
+    """The counts line and the most recent ``lines`` that fit in ``limit`` with the marks
+    :func:`sealed` adds, and whether the last entry is among them: what a rank's ledger holds
+    between entering a collective and leaving it, built once for both."""
     head = ("@" + ";".join(f"{peers}={count}" for peers, count in counts.items())).encode()
     size = len(head) + 1 + len(RETURNED) + _CHECK_BYTES
     first = len(lines)
     while first > 0 and size + len(lines[first - 1]) + 1 <= limit:
         first -= 1
         size += len(lines[first]) + 1
-    text = b"\n".join([head, *lines[first:]]) + (RETURNED.encode() if returned and first < len(lines) else b"")
+    return b"\n".join([head, *lines[first:]]), first < len(lines)
+
+
+def sealed(body: tuple[bytes, bool], returned: bool) -> bytes:
+    """A :func:`ledger_body` as published: `` (returned)`` after the last entry once the rank has
+    left it, then the checksum line."""
+    text, holds_last = body
+    text += RETURNED.encode() if returned and holds_last else b""
     return text + f"{_CHECK}{zlib.crc32(text):08x}".encode()
 
 

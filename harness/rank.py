@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 
 from harness import targets
-from harness.procedure import BatchRequest, RankResult, RunRequest, record_error, run_case
-from harness.protocol import Entered, Ledger, RankInit, entry_line, last_entered, ledger_from_lines, receive, send
+from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest, record_error, run_case
+from harness.protocol import Entered, Ledger, RankInit, entry_line, last_entered, ledger_body, receive, sealed, send
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -81,6 +81,7 @@ class CollectiveLog:
         self.entries: list[str] = []
         self.ledger: list[Entered] = []
         self.lines: list[bytes] = []  # the ledger's entries as published (encoded once)
+        self.body = ledger_body([], {})
         self.counts: dict[str, int] = {}
         self.bytes_sent = 0
         self.returned = False
@@ -90,10 +91,11 @@ class CollectiveLog:
         return last_entered(Ledger(self.ledger, self.returned, self.counts))
 
     def text(self) -> bytes:
-        return ledger_from_lines(self.lines, self.returned, self.counts)
+        return sealed(self.body, self.returned)
 
     def reset(self) -> None:
         self.entries, self.ledger, self.lines, self.counts, self.bytes_sent, self.returned = [], [], [], {}, 0, False
+        self.body = ledger_body(self.lines, self.counts)
         self._publish()
 
     def enter(self, name: str, args: tuple, kwargs: dict[str, Any], payload_index: int | None) -> None:
@@ -111,6 +113,7 @@ class CollectiveLog:
         self.counts[peers] = self.counts.get(peers, 0) + 1
         self.ledger.append(Entered(len(self.entries), "" if name in POINT_TO_POINT else key, peers, described))
         self.lines.append(entry_line(self.ledger[-1]))
+        self.body = ledger_body(self.lines, self.counts)  # published on entering, and again on leaving
         self.returned = False
         self._publish()
 
@@ -212,18 +215,17 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
 
 def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
     """Run a batch's cases back to back and judge each here (:func:`harness.checks.check_result`,
-    the reference computed on this rank); ``value``: how many passed before the first that did not.
+    the reference computed on this rank); ``value``: a :class:`~harness.procedure.BatchSummary`.
 
     The ledger runs on across the cases, so the controller compares the ranks' collectives
     place by place as within one case.  A case that fails here, or leaves something behind,
     ends the batch: the controller runs it again the usual way, which decides what it was.
     """
-    from harness.checks import check_result  # judging on the rank: only batches need it
+    from harness.checks import batch_notes, check_result  # judging on the rank: only batches need it
 
     log.reset()
     rank = dist.get_rank()
-    result = RankResult(rank=rank)
-    passed = 0
+    result = RankResult(rank=rank, value=BatchSummary())
     started = time.perf_counter()
     try:
         for request in batch.requests:
@@ -231,11 +233,10 @@ def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
             one = run_case(request, rank, target, case_device(request.case.device))
             if one.leaked or check_result(request.case, one, bits=batch.bits):
                 break
-            passed += 1
+            batch_notes(result.value, request.case, one, semantics=batch.semantics)
     except BaseException as exc:  # a target that cannot be loaded, or the harness's own error
         record_error(result, exc, "setup")
     result.timings["batch_s"] = time.perf_counter() - started
-    result.value = passed
     result.collectives = list(log.entries)
     result.sequences = group_sequences()
     return result

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ from harness.case import Case
 from harness.errors import PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
-from harness.procedure import BatchRequest, RankResult, RunRequest
+from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest
 from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
 from harness.watch import WINDOW_S, Watch, usage
 
@@ -47,6 +47,34 @@ GROUP_SETUP_S = 60.0
 MAX_BATCH_HISTORY = 2000
 #: What every rank runs to make a layout's groups (:func:`harness.procedure.make_groups`).
 MAKE_GROUPS = "harness.procedure:make_groups"
+
+
+@dataclass
+class BatchRun:
+    """How a batch went on a set (:meth:`RankSet.run_batch`).
+
+    - ``passed``: how many cases passed on every rank before the first that did not (all of
+      them: the batch passed); ``None`` when that is not known (a rank hung, died or raised
+      outside a case).
+    - ``history``: the cases these ranks ran before the batch, what a failure may need again.
+    - ``written``: a passing case wrote into its input where no gradient was checked.
+    - ``matched``: per passing case, the gradient contracts every rank's gradient matched
+      (``None`` where the case says nothing of them); empty unless the batch asked.
+    """
+
+    passed: int | None
+    history: tuple[tuple[Case, bool], ...]
+    written: bool = False
+    matched: list[frozenset[str] | None] = field(default_factory=list)
+
+
+def _summed(summaries: list[BatchSummary], passed: int) -> tuple[bool, list[frozenset[str] | None]]:
+    """The ranks' summaries as one: a write on any rank, per case the contracts all matched."""
+    matched: list[frozenset[str] | None] = []
+    for k in range(passed if all(len(s.matched) >= passed for s in summaries) else 0):
+        sets = [found for summary in summaries if (found := summary.matched[k]) is not None]
+        matched.append(frozenset.intersection(*sets) if sets else None)
+    return any(s.written for s in summaries), matched
 
 
 class Host(Protocol):
@@ -251,11 +279,8 @@ class RankSet:
         return outcome
 
     def run_batch(self, batch: BatchRequest, timeout: float, *,
-                  meanwhile: Callable[[], None] | None = None) -> tuple[int | None, tuple[tuple[Case, bool], ...]]:
-        """Run a batch (:class:`~harness.procedure.BatchRequest`): how many of its cases passed on every
-        rank before the first that did not (all of them: the batch passed), ``None`` when that is
-        not known (a rank hung, died or raised outside a case); and the cases these ranks ran
-        before it (their history, what a failure may need again).
+                  meanwhile: Callable[[], None] | None = None) -> BatchRun:
+        """Run a batch (:class:`~harness.procedure.BatchRequest`) and say how it went (:class:`BatchRun`).
 
         A batch that passed leaves the set warm, its cases its history; any other is dropped, as
         after a fault: what a failing case did to the ranks is the usual run's to find out.
@@ -269,14 +294,16 @@ class RankSet:
         results = self._exchange("batch", replace(batch, requests=requests), timeout, requests[0].case.layout(),
                                  meanwhile)
         returned = [res for res in results if res is not None and not res.error]
-        passed = min((res.value for res in returned), default=None)
-        if len(returned) == len(results) and passed == len(requests) and in_step(results):
+        summaries = [res.value for res in returned if isinstance(res.value, BatchSummary)]
+        passed = min((summary.passed for summary in summaries), default=None)
+        if len(summaries) == len(results) and passed == len(requests) and in_step(results):
             self.history += [(request.case, request.repeat) for request in requests]
             if len(self.history) >= MAX_BATCH_HISTORY:
                 self.kill()  # the next batch on fresh ranks: a history to replay stays short, the driver's memory bounded
-            return passed, before
+            return BatchRun(passed, before, *_summed(summaries, passed))
         self.kill()
-        return (passed if passed is not None and passed < len(requests) else None), before
+        passed = passed if passed is not None and passed < len(requests) else None
+        return BatchRun(passed, before, *_summed(summaries, passed or 0))
 
     def make_groups(self, case: Case) -> None:
         """Have every rank make the process groups of ``case``'s layout that this set lacks.

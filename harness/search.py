@@ -59,6 +59,7 @@ from harness.finding import Finding, finding_of
 from harness.options import DEFAULT_TIMEOUT_S
 from harness.pool import Pool, shared_pool
 from harness.procedure import BatchRequest, RunRequest
+from harness.rankset import BatchRun
 from harness.results import CheckReport, Progress
 
 #: One example in this many, at least, is drawn by Hypothesis rather than the strata.
@@ -82,8 +83,12 @@ SWEEP_SEARCH_EXAMPLES = 50
 #: ... in batches of this many cases at first, doubled while a batch takes under
 #: :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH` (the ranks judge each; only a count comes back).
 FIRST_BATCH = 4
-#: A finding's ``found_by`` when a batch met it.
+#: A finding's ``found_by`` when a batch met it ...
 BATCHES = "the fuzz engine's batches"
+#: ... when a stratum met it, in a batch or not ...
+STRATA = "the stratified examples"
+#: ... and when a batch of Hypothesis's draws met it, and the usual run of them did not.
+DRAWN = "Hypothesis's examples, in batches"
 MAX_BATCH = 256
 BATCH_TARGET_S = 0.2
 #: Failures each try of which waits for a timeout or a new rank set: not moved to fewer ranks.
@@ -134,6 +139,9 @@ class SearchSettings:
       (:meth:`CheckReport.de_facto_semantics`).
     - ``batches``: after the strata and a short Hypothesis search, cases drawn cheaply run in
       batches judged on the ranks (:meth:`_Session.sweep`): the fuzz engine.
+    - ``ahead``: the strata, and Hypothesis's draws until something fails, run in batches judged
+      on the ranks (:meth:`_Session.strata_ahead`, :meth:`_Session.search`); the same cases as
+      case by case, and a failure met the usual way, so the same findings, in a third of the time.
     """
 
     max_examples: int | None = None
@@ -147,6 +155,7 @@ class SearchSettings:
     max_shrink_steps: int = MAX_SHRINK_STEPS
     track_semantics: bool = False
     batches: bool = False
+    ahead: bool = False
 
 
 def run_check(
@@ -264,11 +273,14 @@ class _Session:
     def judge(self, case: Case) -> list[Violation]:
         """Run ``case`` in contract; note what it matched; forget the target's state after a failure."""
         outcome = self._run(case, self._repeats(case))
-        if self.semantics is not None and case.grad != "none" and confirm.uniform_layouts(case):
-            matched = matching_contracts(outcome)
-            if matched is not None:
-                self.semantics.update(matched | {""})
+        if self.semantics is not None and case.grad != "none":
+            self._count_semantics(case, matching_contracts(outcome))
         return self._judged(outcome, check_outcome(outcome, bits=self.bits))
+
+    def _count_semantics(self, case: Case, matched: frozenset[str] | None) -> None:
+        """Count the gradient contracts a case's gradients matched (``None``: it says nothing of them)."""
+        if self.semantics is not None and matched is not None and confirm.uniform_layouts(case):
+            self.semantics.update(matched | {""})
 
     def judge_misuse(self, case: Case) -> list[Violation]:
         outcome = self._run(case, repeat=False)
@@ -338,12 +350,12 @@ class _Session:
         """
         within = up_to or (lambda world: strategy)
         while True:
-            drawn = self.strata(layers, within)
+            drawn = self.strata_ahead(layers, within) if self._ahead(judge) else self.strata(layers, within)
             left = max(1, budget - self.progress.searched)
             if not drawn and sweep is None:
-                drawn = self.search(strategy, judge, left, deadline)
+                drawn = self.search(strategy, judge, left, deadline, up_to=within)
             elif not drawn and sweep is not None:
-                drawn = (self.search(strategy, judge, min(left, SWEEP_SEARCH_EXAMPLES), None)
+                drawn = (self.search(strategy, judge, min(left, SWEEP_SEARCH_EXAMPLES), None, up_to=within)
                          or self.sweep(sweep, within, budget, deadline))
             findings = self.confirmed([self.fewest_ranks(finding, judge) for finding in drawn])
             spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
@@ -388,7 +400,7 @@ class _Session:
         return [finding for finding in findings if finding.attributed()]
 
     def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]], *,
-               source: str = "the stratified examples") -> list[Finding]:
+               source: str = STRATA) -> list[Finding]:
         """Each stratum's typical case, with the stability calls; a failure is searched again among
         every case on no more ranks than still fail it (``up_to``), and if not met there, within
         its stratum, and shrunk where it was met.  Strata are taken off ``layers`` as they run: a
@@ -409,78 +421,145 @@ class _Session:
                                     anywhere=up_to(world))
         return []
 
+    def _ahead(self, judge: Callable[[Case], list[Violation]]) -> bool:
+        """Whether cases run in batches before anything failed (:attr:`SearchSettings.ahead`): in
+        contract only, where the ranks judge a case as :meth:`judge` does."""
+        return self.config.ahead and not self.misuse and not self.failing and judge == self.judge
+
+    def strata_ahead(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
+        """:meth:`strata` in batches judged on the ranks, each stratum with the stability calls.
+
+        A batch holds one layout's strata, so batches do not run in the schedule's order: once
+        one does not pass, the strata no batch passed go back to the usual :meth:`strata`, in
+        the schedule's order, which meets the first failing one as it would have and searches
+        it again.  Where it meets none (a failure after what the batch's ranks had run), the
+        batch's is run again after that history (:meth:`_batch_failed`).  Strata are taken off
+        ``layers`` as they pass.
+        """
+        place = {id(layer): n for n, layer in enumerate(layers)}
+        pending: dict[tuple, list[strategies.Stratum]] = {}
+        unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> None:
+            unmet.append((batch, run))
+
+        self._in_batches(_taken(layers), pending, failed, spent=lambda: bool(unmet), always_repeat=True)
+        if not unmet:
+            return []
+        back = [layer for batch, _ in unmet for layer in batch] + [layer for held in pending.values() for layer in held]
+        layers[:] = sorted([*back, *layers], key=lambda layer: place[id(layer)])
+        found = self.strata(layers, up_to)
+        batch, run = unmet[0]
+        return found or self._batch_failed(_failing(batch, run), run.history, up_to, source=STRATA)
+
     def sweep(self, source: Iterator[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]],
               budget: int, deadline: float | None) -> list[Finding]:
         """Batches of ``source``'s cases until the deadline (else the budget) is spent or one fails: the fuzz engine.
 
         The ranks run a batch's cases back to back and judge each themselves, the reference
-        computed there (:meth:`harness.pool.Pool.run_batch`); only how many passed comes
-        back.  A batch that did not pass in full is run again the usual way, case by case up to
-        the one that failed (all of them where a fault hides which), as strata
-        (:meth:`_batch_failed`): the first to fail there is searched again, shrunk and confirmed
-        as a failing stratum is, so a finding, its minimal case and its repro are what the usual
-        search gives.  A batch whose failure no usual run shows is left: the batches go on.
+        computed there (:meth:`harness.pool.Pool.run_batch`); only a summary comes back.  A
+        batch that did not pass in full is run again the usual way, case by case up to the one
+        that failed (all of them where a fault hides which), as strata (:meth:`_batch_failed`):
+        the first to fail there is searched again, shrunk and confirmed as a failing stratum
+        is, so a finding, its minimal case and its repro are what the usual search gives.  A
+        batch whose failure no usual run shows is left: the batches go on.
+        """
+        def spent() -> bool:
+            return time.monotonic() >= deadline if deadline is not None else self.progress.searched >= budget
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding] | None:
+            return self._batch_failed(_failing(batch, run), run.history, up_to) or None
+
+        return self._in_batches(source, {}, failed, spent=spent, budget=None if deadline is not None else budget) or []
+
+    def _in_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                    failed: Callable[[list[strategies.Stratum], BatchRun], list[Finding] | None], *,
+                    spent: Callable[[], bool] = lambda: False, budget: int | None = None,
+                    always_repeat: bool = False) -> list[Finding] | None:
+        """Run ``source``'s cases in batches until it runs dry or ``spent()``; ``failed`` is given each
+        batch that did not pass, and what it returns, unless ``None``, ends the run and is
+        returned.  Cases drawn but not run when ``spent()`` go back to ``pending``.
+
+        Batches hold one rank-set key and layout each, :data:`FIRST_BATCH` cases at first,
+        doubled while a round takes under :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH`; as
+        many run at once as the pool has lanes, the next drawn meanwhile.  ``budget``: no more
+        examples than that in all.  ``always_repeat``: every case makes the stability calls
+        (else one in :data:`REPEAT_EVERY`, chosen by the case, as :meth:`judge` does).
         """
         size = FIRST_BATCH
-        pending: dict[tuple, list[strategies.Stratum]] = {}
         batches = self._next_batches(source, pending, size)
-        while time.monotonic() < deadline if deadline is not None else self.progress.searched < budget:
-            if deadline is None:
+        while batches:
+            if spent():
+                for batch in reversed(batches):
+                    held = pending.setdefault(_batch_key(batch[0].case), [])
+                    held[:0] = batch
+                return None
+            if budget is not None:
                 batches = [batch[: max(1, budget - self.progress.searched)] for batch in batches[:1]]
             following: list[list[list[strategies.Stratum]]] = []
             started = time.monotonic()
-            results = self.pool.run_batches([self._batch_request(batch) for batch in batches],
+            results = self.pool.run_batches([self._batch_request(batch, always_repeat) for batch in batches],
                                             timeout=self.config.timeout_s,
                                             meanwhile=lambda: following.append(self._next_batches(source, pending, size)))
             took = time.monotonic() - started
-            for batch, (passed, history) in zip(batches, results):
-                for layer in batch[: len(batch) if passed is None else passed]:
-                    self.progress.seen.append((layer.case, None))
-                self.progress.examples += len(batch) if passed is None else passed
+            for batch, run in zip(batches, results):
                 self.progress.current = batch[-1].case
-            failed = [(batch, passed, history) for batch, (passed, history) in zip(batches, results)
-                      if passed != len(batch)]
-            for batch, passed, history in failed:
-                found = self._batch_failed(batch if passed is None else batch[: passed + 1], history, up_to)
-                if found:
-                    return found
-            if not failed and took < BATCH_TARGET_S:
+                if run.passed == len(batch):
+                    self._batch_passed(batch, run)
+            for batch, run in zip(batches, results):
+                if run.passed != len(batch):
+                    found = failed(batch, run)
+                    if found is not None:
+                        return found
+            if all(run.passed == len(batch) for batch, run in zip(batches, results)) and took < BATCH_TARGET_S:
                 size = min(MAX_BATCH, size * 2)
             batches = following[0] if following else self._next_batches(source, pending, size)
             if self.on_example is not None:
                 self.on_example(self.progress)
-        return []
+        return None
 
-    def _batch_request(self, batch: list[strategies.Stratum]) -> BatchRequest:
-        """The batch's requests; one case in :data:`REPEAT_EVERY` makes the stability calls, by its
-        place in the sweep (a case that fails is run again with them, as strata are)."""
-        first = self.progress.examples
+    def _batch_passed(self, batch: list[strategies.Stratum], run: BatchRun) -> None:
+        """Count a batch that passed, with what a usual run of its cases notes (:meth:`_judged`)."""
+        for k, layer in enumerate(batch):
+            self.progress.seen.append((layer.case, None))
+            if self.semantics is not None and layer.case.grad != "none" and k < len(run.matched):
+                self._count_semantics(layer.case, run.matched[k])
+        self.progress.examples += len(batch)
+        if run.written and IN_PLACE_NOTE not in self.notes:
+            self.notes.append(IN_PLACE_NOTE)
+
+    def _batch_request(self, batch: list[strategies.Stratum], always_repeat: bool) -> BatchRequest:
+        """The batch's requests, the stability calls where :meth:`_repeats` (or ``always_repeat``) says."""
         return BatchRequest(tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
                                              check_grad=layer.case.grad != "none",
-                                             repeat=(first + n) % REPEAT_EVERY == 0)
-                                  for n, layer in enumerate(batch)), bits=self.bits)
+                                             repeat=always_repeat or self._repeats(layer.case))
+                                  for layer in batch), bits=self.bits, semantics=self.semantics is not None)
 
     def _next_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
                       size: int) -> list[list[strategies.Stratum]]:
-        """The next batch, and as many more of its world size as the pool runs at once (:meth:`Pool.lanes`)."""
+        """The next batch, and as many more of its world size as the pool runs at once
+        (:meth:`Pool.lanes`); none once ``source`` has run dry and nothing waits."""
         first = _next_batch(source, pending, size)
+        if not first:
+            return []
         case = first[0].case
         same = (case.backend, case.device, case.world_size)
-        return [first, *(_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))]
+        more = (_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))
+        return [first, *(batch for batch in more if batch)]
 
     def _batch_failed(self, failing: list[strategies.Stratum], history: Sequence[tuple[Case, bool]],
-                      up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
+                      up_to: Callable[[int], SearchStrategy[Case]], *, source: str = BATCHES) -> list[Finding]:
         """A batch that did not pass, run again the usual way as strata: from fresh ranks, then (where
         that shows nothing) after what its ranks had run before it, as a history-dependent failure
         needs; the first case to fail is searched again and shrunk (:meth:`strata`)."""
         self.pool.fresh(failing[0].case)
-        found = self.strata(list(failing), up_to, source=BATCHES)
+        found = self.strata(list(failing), up_to, source=source)
         if found or not history:
             return found
         self.pool.fresh(failing[0].case)
         for earlier, repeat in history:
             self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
-        return self.strata(list(failing), up_to, source=BATCHES)
+        return self.strata(list(failing), up_to, source=source)
 
     def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
                 anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
@@ -498,21 +577,32 @@ class _Session:
         return found or [unshrunk]
 
     def search(self, strategy: SearchStrategy[Case], judge: Callable[[Case], list[Violation]], budget: int,
-               deadline: float | None, *, after_failure: bool = False) -> list[Finding]:
+               deadline: float | None, *, after_failure: bool = False,
+               up_to: Callable[[int], SearchStrategy[Case]] | None = None) -> list[Finding]:
         """Run Hypothesis over ``strategy`` and return one minimal finding per property.
 
         Shrinking a failure that hangs costs a timeout per step; once those waits since the
         first failure add up to ``shrink_budget_s`` (or the shrinking itself to ten times
         that, or :data:`MAX_SHRINK_STEPS` steps), unseen candidates count as passing: Hypothesis stops and reports the smallest
         failure so far, marked as not fully shrunk.
+
+        Drawn ahead (:attr:`SearchSettings.ahead`), each run of the test first only collects the
+        cases Hypothesis draws (:meth:`_run_ahead`): with one seed it draws the same ones
+        whatever the test does with them, so long as it passes them all.  They run in batches;
+        if one fails, the run is made again the usual way, which meets that failure where it
+        would have met it, and shrinks it.
         """
         found: dict[str, Finding] = {}
         failed: dict[Case, Finding] = {}
         clock = _ShrinkClock(self.config.shrink_budget_s, fault_steps=self.config.shrink_fault_steps,
                              max_steps=self.config.max_shrink_steps)
         self.failing = after_failure
+        collected: list[Case] | None = None  # drawing ahead: the test only collects its cases
 
         def body(case: Case) -> None:
+            if collected is not None:
+                collected.append(case)
+                return
             if clock.out_of_time():
                 if case in failed:  # out of shrinking time: replay only what is known to fail
                     raise _violation(failed[case], found, self.progress)
@@ -535,12 +625,26 @@ class _Session:
 
         run = 0
         inconsistent = False
+        ahead = self._ahead(judge)
         while True:
             batch = budget if deadline is None else min(budget, 200)
             # ``seed`` first: it switches the database off, and the settings applied after it
             # (ours, with the database) replace that; saved failures are replayed first.
             seed = (self.config.seed or 0) + run + RESUMED_SEED_STEP * self.resumed
             test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
+            unmet: list[strategies.Stratum] = []  # what a batch failed on, if the usual run does not fail
+            if ahead:
+                collected = []
+                settings(profiles.read_only(self.settings), max_examples=batch)(
+                    hypothesis.seed(seed)(given(strategy)(body)))()
+                drawn, collected = collected, None
+                passed, unmet, history = self._run_ahead(drawn, strategy, deadline)
+                if passed:
+                    run += 1
+                    if deadline is None or time.monotonic() >= deadline:
+                        break
+                    continue
+                ahead = False  # the usual run, from here on
             try:
                 test()
             except PropertyViolation:
@@ -550,6 +654,9 @@ class _Session:
             except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
                 inconsistent = isinstance(group, FlakyFailure)
                 _reraise_unless_violations(group)
+            if unmet and not found:  # met in a batch only (what the ranks had run before it): as the sweep does
+                self.failing = False
+                return self._batch_failed(unmet, history, up_to or (lambda world: strategy))
             run += 1
             if found or deadline is None or time.monotonic() >= deadline:
                 break
@@ -558,6 +665,34 @@ class _Session:
             finding.shrink_cut_s, finding.shrink_cut, finding.inconsistent = (
                 clock.cut_after_s, clock.cut_reason, inconsistent)
         return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
+
+    def _run_ahead(self, drawn: list[Case], strategy: SearchStrategy[Case], deadline: float | None
+                   ) -> tuple[bool, list[strategies.Stratum], Sequence[tuple[Case, bool]]]:
+        """Run Hypothesis's ``drawn`` cases in batches (:meth:`_in_batches`): whether all passed
+        (or the deadline came first); else what failed (the batch up to the failing case, as
+        strata of ``strategy``) and what its ranks had run before it.  After a failure what the
+        batches counted is taken back: the usual run that follows counts its cases itself."""
+        mark = (self.progress.examples, len(self.progress.seen), None if self.semantics is None else self.semantics.copy())
+        unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding]:
+            unmet.append((_failing(batch, run), run))
+            return []  # the rest is the usual run's
+
+        def spent() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
+        layers = (strategies.Stratum(DRAWN, case, strategy) for case in drawn)
+        self._in_batches(layers, {}, failed, spent=spent)
+        if not unmet:
+            return True, [], ()
+        self.progress.examples, seen, semantics = mark
+        del self.progress.seen[seen:]
+        if semantics is not None and self.semantics is not None:
+            self.semantics.clear()
+            self.semantics.update(semantics)
+        failing, run = unmet[0]
+        return False, failing, run.history
 
     # -- replays for the confirmation -------------------------------------------------------------------
     def replayer(self) -> confirm.Replay:
@@ -578,19 +713,40 @@ class _Session:
         return replay
 
 
+def _failing(batch: list[strategies.Stratum], run: BatchRun) -> list[strategies.Stratum]:
+    """A batch that did not pass, up to the case that failed (all of it where a fault hides which)."""
+    return batch if run.passed is None else batch[: run.passed + 1]
+
+
+def _batch_key(case: Case) -> tuple:
+    """What one batch's cases share: a rank-set key and a group layout."""
+    return case.backend, case.device, case.world_size, case.layout()
+
+
+def _taken(layers: list[strategies.Stratum]) -> Iterator[strategies.Stratum]:
+    """``layers`` taken off the list one by one as they are drawn."""
+    while layers:
+        yield layers.pop(0)
+
+
 def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
                 size: int, key: tuple[str, str, int] | None = None) -> list[strategies.Stratum]:
     """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
     groups made once), of ``key``'s (backend, device, world size) if given; drawn ones of other
-    keys wait in ``pending`` for their turn."""
+    keys wait in ``pending`` for their turn.  Once ``source`` runs dry, fewer; none: ``[]``."""
     while True:
         for held, waiting in pending.items():
             if len(waiting) >= size and (key is None or held[:3] == key):
                 batch, waiting[:] = waiting[:size], waiting[size:]
                 return batch
-        layer = next(source)
-        case = layer.case
-        pending.setdefault((case.backend, case.device, case.world_size, case.layout()), []).append(layer)
+        layer = next(source, None)
+        if layer is None:  # run dry: what waits goes as it is
+            for held, waiting in pending.items():
+                if waiting and (key is None or held[:3] == key):
+                    batch, waiting[:] = waiting[:size], waiting[size:]
+                    return batch
+            return []
+        pending.setdefault(_batch_key(layer.case), []).append(layer)
 
 
 class _ShrinkClock:

@@ -1,6 +1,6 @@
 """The single-process reference: what a correct collective returns and what gradient it gives.
 
-Everything is rebuilt from the :class:`~harness.case.Case` with ``make_input`` and
+Everything is rebuilt from the :class:`~harness.case.Case` with ``input_values`` and
 ``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
 reference shares no code path with the variants under test.  It works in group space: rank
 r gathers the inputs of its group's members in group-rank order (:meth:`Case.members`), and
@@ -61,7 +61,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..case import Case, make_cotangent, make_input, torch_dtype
+from ..case import Case, input_values, make_cotangent, torch_dtype
 from ..contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
 from ..outputs import OUTPUTS
 
@@ -98,13 +98,13 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
     if case.collective == "all-to-all":
         return torch.cat(received_rows(case, rank, companion=companion), dim=case.dim)
-    inputs = [make_input(case, member, companion=companion) for member in case.members(rank)]
+    inputs = [input_values(case, member, companion=companion) for member in case.members(rank)]
     return torch.stack(inputs) if OUTPUTS[case.output].stacked else torch.cat(inputs, dim=case.dim)
 
 
 def received_rows(case: Case, rank: int, *, companion: bool = False) -> list[torch.Tensor]:
     """All-to-all: the rows each member of ``rank``'s group sends it, in member order."""
-    return [make_input(case, s, companion=companion).narrow(case.split_axis, case.sent_offset(s, rank), rows)
+    return [input_values(case, s, companion=companion).narrow(case.split_axis, case.sent_offset(s, rank), rows)
             for s, rows in zip(case.members(rank), case.received(rank))]
 
 
@@ -115,7 +115,7 @@ def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[t
     if OUTPUTS[case.output].per_rank and case.collective == "all-to-all":
         return list(received_rows(case, rank, companion=companion))
     if OUTPUTS[case.output].per_rank:
-        return [make_input(case, member, companion=companion) for member in case.members(rank)]
+        return [input_values(case, member, companion=companion) for member in case.members(rank)]
     if case.collective == "reduce-scatter":
         return [expected_reduction(case, rank, companion=companion)]
     return [expected_output(case, rank, companion=companion)]
@@ -130,7 +130,7 @@ def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> tor
     plain tensor.
     """
     members = case.members(rank)
-    slots = torch.stack([make_input(case, s, companion=companion).narrow(case.dim, case.offset(rank),
+    slots = torch.stack([input_values(case, s, companion=companion).narrow(case.dim, case.offset(rank),
                                                                         case.lengths[rank]) for s in members])
     if case.op == "max":
         return slots.amax(0)

@@ -46,12 +46,11 @@ def batch(cases, target: str = CORRECT, repeat: bool = False) -> BatchRequest:
 
 def test_a_batch_of_a_correct_gather_passes_and_becomes_its_ranks_history(pool: LocalPool) -> None:
     cases = drawn(2, 24)
-    passed, _ = pool.run_batch(batch(cases, repeat=True))
-    assert passed == len(cases)
+    assert pool.run_batch(batch(cases, repeat=True)).passed == len(cases)
     rank_set = pool.existing("gloo", "cpu", 2)
     assert rank_set is not None and [case for case, _ in rank_set.history[-len(cases):]] == cases
-    again, history = pool.run_batch(batch(cases[:3]))
-    assert again == 3 and [case for case, _ in history[-len(cases):]] == cases  # the same warm ranks
+    again = pool.run_batch(batch(cases[:3]))
+    assert again.passed == 3 and [case for case, _ in again.history[-len(cases):]] == cases  # the same warm ranks
 
 
 def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_replaced(pool: LocalPool) -> None:
@@ -60,16 +59,14 @@ def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_
     cases = drawn(1, 12, dtypes=("float32",))
     cases[7] = Case(ranks=(RankSpec((5, 2), values="random", seed=3),), dim=0, dtype="float64")
     before = pool.existing("gloo", "cpu", 1)
-    passed, _ = pool.run_batch(batch(cases, target="tests.planted.bugs:float64_to_float32"))
-    assert passed == 7
+    assert pool.run_batch(batch(cases, target="tests.planted.bugs:float64_to_float32")).passed == 7
     assert before is None or before.broken
-    assert pool.run_batch(batch(cases[:7], target="tests.planted.bugs:float64_to_float32"))[0] == 7
+    assert pool.run_batch(batch(cases[:7], target="tests.planted.bugs:float64_to_float32")).passed == 7
 
 
 def test_a_fault_in_a_batch_leaves_which_case_unknown_and_replaces_the_ranks(pool: LocalPool) -> None:
-    passed, _ = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0)
-    assert passed is None
-    assert pool.run_batch(batch(drawn(2, 4)))[0] == 4  # fresh ranks, warm again
+    assert pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0).passed is None
+    assert pool.run_batch(batch(drawn(2, 4))).passed == 4  # fresh ranks, warm again
 
 
 @pytest.mark.slow
@@ -99,7 +96,7 @@ def test_two_batches_of_one_rank_run_at_once_on_two_sets_and_the_pool_stops_both
     with LocalPool(timeout=TIMEOUT_S) as own:
         lanes = own.lanes(1)
         batches = [batch(drawn(1, 8, seed=seed)) for seed in range(max(lanes, 2))][:lanes]
-        assert [passed for passed, _ in own.run_batches(batches)] == [8] * lanes
+        assert [run.passed for run in own.run_batches(batches)] == [8] * lanes
         sets = [own.existing("gloo", "cpu", 1), *own.twins.values()]
         assert len({id(s) for s in sets}) == lanes
         procs = [proc for s in sets if s is not None for proc in s.procs]
@@ -114,5 +111,5 @@ def test_a_set_that_ran_many_batches_is_replaced_so_a_failure_s_history_stays_sh
     cases = drawn(1, 8, seed=4)
     pool.run_batch(batch(cases))  # whatever the set had run before, it is at 8 or more now
     pool.run_batch(batch(cases))
-    passed, history = pool.run_batch(batch(cases))
-    assert passed == 8 and len(history) < 10
+    last = pool.run_batch(batch(cases))
+    assert last.passed == 8 and len(last.history) < 10

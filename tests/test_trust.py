@@ -284,11 +284,26 @@ def test_an_internal_error_exits_3_at_once_with_one_line(tmp_path: Path, monkeyp
 
     monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
     monkeypatch.setattr(search, "check_outcome", broken)
+    monkeypatch.setattr(search._Session, "_ahead", lambda self, judge: False)  # cases judged one by one, here
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1 and len(raised) == 1, err
     assert err.startswith("harness error: internal error KeyError: 'planted' at test_trust.py:"), err
     assert "KeyError: 'planted'" in (tmp_path / "internal-error.txt").read_text()
+
+
+def test_an_internal_error_in_the_batches_exits_3_at_once_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same for a search that runs its cases in batches (the default): never a finding."""
+    def broken(self: object, batch: object, always_repeat: bool) -> None:
+        raise KeyError("planted")
+
+    monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
+    monkeypatch.setattr(search._Session, "_batch_request", broken)
+    status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
+    err = capsys.readouterr().err
+    assert status == 3 and err.count("\n") == 1, err
+    assert err.startswith("harness error: internal error KeyError: 'planted' at test_trust.py:"), err
 
 
 def test_the_concurrency_benchmark_counts_what_it_says(tmp_path: Path) -> None:
