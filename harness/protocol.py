@@ -78,6 +78,8 @@ class Ledger:
 LEDGER_BYTES = 4096
 #: How a ledger ends once the rank has left its last collective.
 RETURNED = " (returned)"
+#: In a rank's counts line during a batch: the index of the case it is on (never a group's peers).
+BATCH_CASE = "case"
 #: The last line of a ledger: ``~`` and the CRC-32 of everything before it, in hex.
 _CHECK = "\n~"
 _CHECK_BYTES = len(_CHECK) + 8

@@ -27,7 +27,18 @@ import torch.distributed as dist
 
 from harness import targets
 from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest, record_error, run_case
-from harness.protocol import Entered, Ledger, RankInit, entry_line, last_entered, ledger_body, receive, sealed, send
+from harness.protocol import (
+    BATCH_CASE,
+    Entered,
+    Ledger,
+    RankInit,
+    entry_line,
+    last_entered,
+    ledger_body,
+    receive,
+    sealed,
+    send,
+)
 
 #: Collectives recorded for "last collective entered" and for counting calls and bytes;
 #: value = index of the positional argument holding this rank's payload (None: not a tensor).
@@ -82,6 +93,7 @@ class CollectiveLog:
         self.ledger: list[Entered] = []
         self.lines: list[bytes] = []  # the ledger's entries as published (encoded once)
         self.body = ledger_body([], {})
+        self.case: int | None = None  # in a batch: the index of the case this rank is on
         self.counts: dict[str, int] = {}
         self.bytes_sent = 0
         self.returned = False
@@ -95,8 +107,19 @@ class CollectiveLog:
 
     def reset(self) -> None:
         self.entries, self.ledger, self.lines, self.counts, self.bytes_sent, self.returned = [], [], [], {}, 0, False
+        self.case = None
         self.body = ledger_body(self.lines, self.counts)
         self._publish()
+
+    def begin_case(self, index: int) -> None:
+        """Publish that this rank now runs the batch's case ``index``: a rank that hangs or dies in a
+        batch says on which case, so the controller runs that one again."""
+        self.case = index
+        self.body = ledger_body(self.lines, self._counted())
+        self._publish()
+
+    def _counted(self) -> dict[str, int]:
+        return self.counts if self.case is None else {**self.counts, BATCH_CASE: self.case}
 
     def enter(self, name: str, args: tuple, kwargs: dict[str, Any], payload_index: int | None) -> None:
         payload = args[payload_index] if payload_index is not None and len(args) > payload_index else None
@@ -113,7 +136,7 @@ class CollectiveLog:
         self.counts[peers] = self.counts.get(peers, 0) + 1
         self.ledger.append(Entered(len(self.entries), "" if name in POINT_TO_POINT else key, peers, described))
         self.lines.append(entry_line(self.ledger[-1]))
-        self.body = ledger_body(self.lines, self.counts)  # published on entering, and again on leaving
+        self.body = ledger_body(self.lines, self._counted())  # published on entering, and again on leaving
         self.returned = False
         self._publish()
 
@@ -226,11 +249,14 @@ def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
     log.reset()
     rank = dist.get_rank()
     result = RankResult(rank=rank, value=BatchSummary())
+    issued_before = _issued_in_all(group_sequences())
     started = time.perf_counter()
     try:
-        for request in batch.requests:
+        for index, request in enumerate(batch.requests):
+            log.begin_case(index)
             target = targets.load(request.target, fresh=request.reload)
             one = run_case(request, rank, target, case_device(request.case.device))
+            result.leaked = one.leaked
             if one.leaked or check_result(request.case, one, bits=batch.bits):
                 break
             batch_notes(result.value, request.case, one, semantics=batch.semantics)
@@ -239,6 +265,7 @@ def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
     result.timings["batch_s"] = time.perf_counter() - started
     result.collectives = list(log.entries)
     result.sequences = group_sequences()
+    result.unrecorded = max(0, _issued_in_all(result.sequences) - issued_before - len(log.entries))
     return result
 
 

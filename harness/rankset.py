@@ -28,7 +28,7 @@ from harness.errors import PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
 from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest
-from harness.protocol import LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
+from harness.protocol import BATCH_CASE, LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
 from harness.watch import WINDOW_S, Watch, usage
 
 #: How long the other ranks may take to finish once one rank has raised or died, unless they are
@@ -54,8 +54,8 @@ class BatchRun:
     """How a batch went on a set (:meth:`RankSet.run_batch`).
 
     - ``passed``: how many cases passed on every rank before the first that did not (all of
-      them: the batch passed); ``None`` when that is not known (a rank hung, died or raised
-      outside a case).
+      them: the batch passed); ``None`` when that is not known (a rank raised outside a case,
+      or did not say which case it hung or died in).
     - ``history``: the cases these ranks ran before the batch, what a failure may need again.
     - ``written``: a passing case wrote into its input where no gradient was checked.
     - ``matched``: per passing case, the gradient contracts every rank's gradient matched
@@ -66,6 +66,8 @@ class BatchRun:
     history: tuple[tuple[Case, bool], ...]
     written: bool = False
     matched: list[frozenset[str] | None] = field(default_factory=list)
+    #: How the batch ended if not in a verdict of its own: ``hang``, ``crash`` or ``desync``.
+    fault: str | None = None
 
 
 def _summed(summaries: list[BatchSummary], passed: int) -> tuple[bool, list[frozenset[str] | None]]:
@@ -282,8 +284,11 @@ class RankSet:
                   meanwhile: Callable[[], None] | None = None) -> BatchRun:
         """Run a batch (:class:`~harness.procedure.BatchRequest`) and say how it went (:class:`BatchRun`).
 
-        A batch that passed leaves the set warm, its cases its history; any other is dropped, as
-        after a fault: what a failing case did to the ranks is the usual run's to find out.
+        A batch that passed leaves the set warm, its cases its history.  One where a case failed
+        its checks on every rank that returned, with all of them back, in step and leaving
+        nothing behind, leaves it too, as a failing case does (:meth:`harness.pool.Pool.forget_state`:
+        the target's module is executed afresh first).  Any other is dropped, as after a fault;
+        a rank that hung or died there says on which case (:meth:`harness.rank.CollectiveLog.begin_case`).
         ``meanwhile`` runs in the controller while the ranks work (the next batch drawn).
         """
         requests = batch.requests
@@ -291,19 +296,26 @@ class RankSet:
             requests = (replace(requests[0], reload=True), *requests[1:])
             self.reload_next, self.history = False, []
         before = tuple(self.history)
-        results = self._exchange("batch", replace(batch, requests=requests), timeout, requests[0].case.layout(),
-                                 meanwhile)
-        returned = [res for res in results if res is not None and not res.error]
-        summaries = [res.value for res in returned if isinstance(res.value, BatchSummary)]
-        passed = min((summary.passed for summary in summaries), default=None)
-        if len(summaries) == len(results) and passed == len(requests) and in_step(results):
+        layout = requests[0].case.layout()
+        results = self._exchange("batch", replace(batch, requests=requests), timeout, layout, meanwhile)
+        summaries = [res.value for res in results
+                     if res is not None and not res.error and isinstance(res.value, BatchSummary)]
+        where = [read_slot(self.last[r]).counts.get(BATCH_CASE) for r, res in enumerate(results) if res is None]
+        known = len(summaries) + len(where) == len(results) and None not in where
+        passed = min([summary.passed for summary in summaries] + [n for n in where if n is not None]) if known else None
+        kept = len(summaries) == len(results) and in_step(results) and not any(
+            res is not None and (res.leaked or res.unrecorded) for res in results)
+        if kept and passed == len(requests):
             self.history += [(request.case, request.repeat) for request in requests]
             if len(self.history) >= MAX_BATCH_HISTORY:
                 self.kill()  # the next batch on fresh ranks: a history to replay stays short, the driver's memory bounded
             return BatchRun(passed, before, *_summed(summaries, passed))
-        self.kill()
-        passed = passed if passed is not None and passed < len(requests) else None
-        return BatchRun(passed, before, *_summed(summaries, passed or 0))
+        fault = classify(results, self._dead(), Ledgers(self.last, layout))[0]
+        if kept:
+            self.reload_next = True
+        else:
+            self.kill()
+        return BatchRun(passed, before, *_summed(summaries, passed or 0), fault=fault)
 
     def make_groups(self, case: Case) -> None:
         """Have every rank make the process groups of ``case``'s layout that this set lacks.

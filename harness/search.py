@@ -450,7 +450,7 @@ class _Session:
         layers[:] = sorted([*back, *layers], key=lambda layer: place[id(layer)])
         found = self.strata(layers, up_to)
         batch, run = unmet[0]
-        return found or self._batch_failed(_failing(batch, run), run.history, up_to, source=STRATA)
+        return found or self._batch_failed(_failing(batch, run), run, up_to, source=STRATA)
 
     def sweep(self, source: Iterator[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]],
               budget: int, deadline: float | None) -> list[Finding]:
@@ -468,7 +468,7 @@ class _Session:
             return time.monotonic() >= deadline if deadline is not None else self.progress.searched >= budget
 
         def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding] | None:
-            return self._batch_failed(_failing(batch, run), run.history, up_to) or None
+            return self._batch_failed(_failing(batch, run), run, up_to) or None
 
         return self._in_batches(source, {}, failed, spent=spent, budget=None if deadline is not None else budget) or []
 
@@ -547,19 +547,28 @@ class _Session:
         more = (_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))
         return [first, *(batch for batch in more if batch)]
 
-    def _batch_failed(self, failing: list[strategies.Stratum], history: Sequence[tuple[Case, bool]],
+    def _batch_failed(self, failing: list[strategies.Stratum], run: BatchRun,
                       up_to: Callable[[int], SearchStrategy[Case]], *, source: str = BATCHES) -> list[Finding]:
         """A batch that did not pass, run again the usual way as strata: from fresh ranks, then (where
         that shows nothing) after what its ranks had run before it, as a history-dependent failure
-        needs; the first case to fail is searched again and shrunk (:meth:`strata`)."""
+        needs; the first case to fail is searched again and shrunk (:meth:`strata`).  A hang, crash
+        or desync that neither shows is the case the ranks said they were on, as the search met
+        it: the confirmation replays it, and puts it aside if it never comes back."""
         self.pool.fresh(failing[0].case)
         found = self.strata(list(failing), up_to, source=source)
-        if found or not history:
+        if not found and run.history:
+            self.pool.fresh(failing[0].case)
+            for earlier, repeat in run.history:
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
+            found = self.strata(list(failing), up_to, source=source)
+        if found or run.fault is None or run.passed is None:
             return found
-        self.pool.fresh(failing[0].case)
-        for earlier, repeat in history:
-            self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
-        return self.strata(list(failing), up_to, source=source)
+        case = failing[run.passed].case
+        finding = finding_of(case, [Violation("no-hang-no-crash", run.fault, None,
+                                              f"{run.fault}: in a batch, on this case (run again alone, it passed)")])
+        finding.call, finding.bits, finding.found_by = self.call, self.bits, f"{source} (a batch)"
+        finding.seen_after = (*run.history, *((layer.case, True) for layer in failing[: run.passed]))
+        return [finding]
 
     def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
                 anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
@@ -633,12 +642,13 @@ class _Session:
             seed = (self.config.seed or 0) + run + RESUMED_SEED_STEP * self.resumed
             test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
             unmet: list[strategies.Stratum] = []  # what a batch failed on, if the usual run does not fail
+            met: BatchRun | None = None
             if ahead:
                 collected = []
                 settings(profiles.read_only(self.settings), max_examples=batch)(
                     hypothesis.seed(seed)(given(strategy)(body)))()
                 drawn, collected = collected, None
-                passed, unmet, history = self._run_ahead(drawn, strategy, deadline)
+                passed, unmet, met = self._run_ahead(drawn, strategy, deadline)
                 if passed:
                     run += 1
                     if deadline is None or time.monotonic() >= deadline:
@@ -654,9 +664,9 @@ class _Session:
             except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
                 inconsistent = isinstance(group, FlakyFailure)
                 _reraise_unless_violations(group)
-            if unmet and not found:  # met in a batch only (what the ranks had run before it): as the sweep does
+            if met is not None and not found:  # met in a batch only (what its ranks had run before it?): as the sweep does
                 self.failing = False
-                return self._batch_failed(unmet, history, up_to or (lambda world: strategy))
+                return self._batch_failed(unmet, met, up_to or (lambda world: strategy), source=DRAWN)
             run += 1
             if found or deadline is None or time.monotonic() >= deadline:
                 break
@@ -667,11 +677,11 @@ class _Session:
         return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
 
     def _run_ahead(self, drawn: list[Case], strategy: SearchStrategy[Case], deadline: float | None
-                   ) -> tuple[bool, list[strategies.Stratum], Sequence[tuple[Case, bool]]]:
+                   ) -> tuple[bool, list[strategies.Stratum], BatchRun | None]:
         """Run Hypothesis's ``drawn`` cases in batches (:meth:`_in_batches`): whether all passed
         (or the deadline came first); else what failed (the batch up to the failing case, as
-        strata of ``strategy``) and what its ranks had run before it.  After a failure what the
-        batches counted is taken back: the usual run that follows counts its cases itself."""
+        strata of ``strategy``) and how that batch went.  After a failure what the batches
+        counted is taken back: the usual run that follows counts its cases itself."""
         mark = (self.progress.examples, len(self.progress.seen), None if self.semantics is None else self.semantics.copy())
         unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
 
@@ -685,14 +695,14 @@ class _Session:
         layers = (strategies.Stratum(DRAWN, case, strategy) for case in drawn)
         self._in_batches(layers, {}, failed, spent=spent)
         if not unmet:
-            return True, [], ()
+            return True, [], None
         self.progress.examples, seen, semantics = mark
         del self.progress.seen[seen:]
         if semantics is not None and self.semantics is not None:
             self.semantics.clear()
             self.semantics.update(semantics)
         failing, run = unmet[0]
-        return False, failing, run.history
+        return False, failing, run
 
     # -- replays for the confirmation -------------------------------------------------------------------
     def replayer(self) -> confirm.Replay:

@@ -64,9 +64,25 @@ def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_
     assert pool.run_batch(batch(cases[:7], target="tests.planted.bugs:float64_to_float32")).passed == 7
 
 
-def test_a_fault_in_a_batch_leaves_which_case_unknown_and_replaces_the_ranks(pool: LocalPool) -> None:
-    assert pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0).passed is None
+def test_a_fault_in_a_batch_says_on_which_case_and_replaces_the_ranks(pool: LocalPool) -> None:
+    """The ranks publish which case they are on, so a hang names its case (the first here: the
+    planted target hangs on every call) though the hung rank sends nothing back."""
+    before = pool.existing("gloo", "cpu", 2)
+    run = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0)
+    assert (run.passed, run.fault) == (0, "hang")
+    assert before is None or before.broken
     assert pool.run_batch(batch(drawn(2, 4))).passed == 4  # fresh ranks, warm again
+
+
+def test_a_case_failing_its_checks_on_every_rank_keeps_the_ranks_and_reloads_the_target(pool: LocalPool) -> None:
+    """As after a failing case run alone (``Pool.forget_state``): the ranks stay, the target's
+    module is executed afresh before the next case."""
+    cases = drawn(2, 5)
+    assert pool.run_batch(batch(cases)).passed == 5
+    kept = pool.existing("gloo", "cpu", 2)
+    run = pool.run_batch(batch(cases, target="tests.planted.bugs:reversed_ranks"))
+    assert run.passed is not None and run.passed < 5 and run.fault is None
+    assert pool.existing("gloo", "cpu", 2) is kept and kept is not None and kept.reload_next
 
 
 @pytest.mark.slow
