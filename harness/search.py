@@ -486,22 +486,28 @@ class _Session:
         examples than that in all.  ``always_repeat``: every case makes the stability calls
         (else one in :data:`REPEAT_EVERY`, chosen by the case, as :meth:`judge` does).
         """
+        def drawn(size: int) -> list[tuple[list[strategies.Stratum], BatchRequest]]:
+            """The next batches with their requests, built while the ranks run the last ones."""
+            return [(batch, self._batch_request(batch, always_repeat))
+                    for batch in self._next_batches(source, pending, size)]
+
         size = FIRST_BATCH
-        batches = self._next_batches(source, pending, size)
-        while batches:
+        ready = drawn(size)
+        while ready:
             if spent():
-                for batch in reversed(batches):
+                for batch, _ in reversed(ready):
                     held = pending.setdefault(_batch_key(batch[0].case), [])
                     held[:0] = batch
                 return None
             if budget is not None:
-                batches = [batch[: max(1, budget - self.progress.searched)] for batch in batches[:1]]
-            following: list[list[list[strategies.Stratum]]] = []
+                n = max(1, budget - self.progress.searched)
+                ready = [(batch[:n], replace(request, requests=request.requests[:n])) for batch, request in ready[:1]]
+            following: list[list[tuple[list[strategies.Stratum], BatchRequest]]] = []
             started = time.monotonic()
-            results = self.pool.run_batches([self._batch_request(batch, always_repeat) for batch in batches],
-                                            timeout=self.config.timeout_s,
-                                            meanwhile=lambda: following.append(self._next_batches(source, pending, size)))
+            results = self.pool.run_batches([request for _, request in ready], timeout=self.config.timeout_s,
+                                            meanwhile=lambda: following.append(drawn(size)))
             took = time.monotonic() - started
+            batches = [batch for batch, _ in ready]
             for batch, run in zip(batches, results):
                 self.progress.current = batch[-1].case
                 if run.passed == len(batch):
@@ -513,7 +519,7 @@ class _Session:
                         return found
             if all(run.passed == len(batch) for batch, run in zip(batches, results)) and took < BATCH_TARGET_S:
                 size = min(MAX_BATCH, size * 2)
-            batches = following[0] if following else self._next_batches(source, pending, size)
+            ready = following[0] if following else drawn(size)
             if self.on_example is not None:
                 self.on_example(self.progress)
         return None
@@ -744,19 +750,19 @@ def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[
     """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
     groups made once), of ``key``'s (backend, device, world size) if given; drawn ones of other
     keys wait in ``pending`` for their turn.  Once ``source`` runs dry, fewer; none: ``[]``."""
+    dry = False
     while True:
         for held, waiting in pending.items():
-            if len(waiting) >= size and (key is None or held[:3] == key):
+            if len(waiting) >= (1 if dry else size) and (key is None or held[:3] == key):
                 batch, waiting[:] = waiting[:size], waiting[size:]
                 return batch
+        if dry:
+            return []
         layer = next(source, None)
         if layer is None:  # run dry: what waits goes as it is
-            for held, waiting in pending.items():
-                if waiting and (key is None or held[:3] == key):
-                    batch, waiting[:] = waiting[:size], waiting[size:]
-                    return batch
-            return []
-        pending.setdefault(_batch_key(layer.case), []).append(layer)
+            dry = True
+        else:
+            pending.setdefault(_batch_key(layer.case), []).append(layer)
 
 
 class _ShrinkClock:
