@@ -361,7 +361,9 @@ class RankSet:
         that a finished peer never entered, will never finish, so it stops at once.  Once a
         rank raises or dies the others get :data:`GRACE_S` more, or less once they are seen idle
         (:meth:`Watch.settled`).  Only a rank stuck outside
-        any collective costs the whole ``timeout_s``.
+        any collective costs the whole ``timeout_s``.  In a batch the ranks publish which case
+        they are on, and a deadline they have moved on from starts again: each case has the
+        whole ``timeout_s``, as one run alone does.
         """
         message = encode(name, payload)
         for r in range(self.world_size):
@@ -379,6 +381,7 @@ class RankSet:
         ledgers = Ledgers(self.last, layout)
         watch = Watch(self._usage, started, timeout_s)  # not kept: it holds this set (a cycle only the GC would free)
         ended = False  # a rank has raised or died: the others have the grace
+        on = self._batch_cases()  # in a batch: the case each rank is on; each case has the whole timeout
         while pending:
             now = time.monotonic()
             if now >= deadline - WINDOW_S:
@@ -400,6 +403,9 @@ class RankSet:
                 break
             if pending and ended and watch.settled(sorted(pending.values()), time.monotonic()):
                 break
+            if pending and not ended and time.monotonic() >= deadline and on != (on := self._batch_cases()):
+                deadline = time.monotonic() + timeout_s
+                continue
             if pending and time.monotonic() >= deadline:
                 later = watch.more_time(sorted(pending.values()), time.monotonic())
                 if later is None:
@@ -407,6 +413,10 @@ class RankSet:
                 deadline = later
         self.waited = watch.verdict
         return results
+
+    def _batch_cases(self) -> tuple[int | None, ...]:
+        """Which case of a batch each rank has published it is on (``None`` outside a batch)."""
+        return tuple(read_slot(slot).counts.get(BATCH_CASE) for slot in self.last)
 
     # -- what differs for ranks that are not our child processes (harness.remote_driver) ------
     def _sentinels(self) -> dict[Any, int]:

@@ -74,6 +74,14 @@ def test_a_fault_in_a_batch_says_on_which_case_and_replaces_the_ranks(pool: Loca
     assert pool.run_batch(batch(drawn(2, 4))).passed == 4  # fresh ranks, warm again
 
 
+def test_each_case_of_a_batch_has_the_whole_timeout(pool: LocalPool) -> None:
+    """Twenty cases of 0.1 s asleep each, against a 0.3 s timeout: longer in all than the patience
+    given a busy case (``PATIENCE`` timeouts), but the ranks say they moved on to the next case,
+    so the batch is neither a hang nor too slow (CI saw a W=10 torchrun job dropped so)."""
+    run = pool.run_batch(batch(drawn(2, 20), target="tests.planted.faults:naps_on_rank1"), timeout=0.3)
+    assert (run.passed, run.fault) == (20, None)
+
+
 def test_a_case_failing_its_checks_on_every_rank_keeps_the_ranks_and_reloads_the_target(pool: LocalPool) -> None:
     """As after a failing case run alone (``Pool.forget_state``): the ranks stay, the target's
     module is executed afresh before the next case."""

@@ -62,6 +62,13 @@ def slow_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     return correct(x, dim)
 
 
+def naps_on_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 1 sleeps 0.1 s, then gathers correctly: every rank asleep for a while on every case,
+    a batch of such cases longer than one case's timeout, and never a hang."""
+    _on_rank_one(lambda: time.sleep(0.1))
+    return correct(x, dim)
+
+
 def spins_rank1(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Rank 1 spins forever (busy, never asleep): a hang all the same, found once its patience is spent."""
     _on_rank_one(lambda: _spin(10_000))
