@@ -1,6 +1,7 @@
 """MoCo's ``concat_all_gather(tensor)``: takes only ``x``, gathers along dim 0, no gradient.
 
-Checked as written (a target without a dim parameter is checked along dim 0)::
+Checked as written (a target without a dim parameter is checked along the dim the probe sees it
+gather along: here 0)::
 
     python -m harness check examples/x_only.py:concat_all_gather --no-ragged
 """

@@ -169,7 +169,7 @@ def check_gather(
       reduce-scatter's ``sum``/``mean``/``max``): what the target computes.
     - ``scatter_dim``, ``gather_dim`` (``"any"`` or a dim): an all-to-all that is a re-layout,
       as in ``check``; ``ndims`` (low, high): the dims of drawn inputs.
-    - ``ragged``, ``dims`` (``"0"`` or ``"any"``), ``grad`` (``none``/``local``/``sum``/``mean``;
+    - ``ragged``, ``dims`` (``"any"``, or one dim the target works along: ``-1``, ``0``, ...), ``grad`` (``none``/``local``/``sum``/``mean``;
       ``adjoint`` for a reduce-scatter or an all-to-all),
       ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
       ``world_sizes`` (low, high; default: the profile's), ``backend``, ``device``: the contract,

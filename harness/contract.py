@@ -172,7 +172,8 @@ class Contract:
 
     - ``ragged``: ranks may hold different lengths along ``dim``; equal-only variants are
       probed with ragged input only under ``--probe-misuse``.
-    - ``dims``: ``"0"`` (gather along dim 0 only) or ``"any"`` (any dim, negative included).
+    - ``dims``: ``"any"`` (any dim, negative included) or one fixed dim (``"0"``, ``"-1"``, ...): a
+      target that works along that dim only (Megatron's tensor-parallel gathers: the last).
     - ``dtypes``: the dtype names the variant claims to handle.
     - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see docs/properties.md).
     - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
@@ -230,8 +231,13 @@ class Contract:
             if names.count(name) > 1:
                 raise UsageError(f"--kwarg {name}: given {names.count(name)} times; give each parameter once")
             check_literal(name, value)
-        if self.dims not in ("0", "any"):
-            raise UsageError(f"--dims: expected 0 or any, got {self.dims!r}")
+        if self.dims != "any" and not (_is_int(self.dims) and -NDIMS[1] <= int(self.dims) < NDIMS[1]):
+            raise UsageError(f"--dims: expected any or a dim of a 1-{NDIMS[1]}-d input ({-NDIMS[1]} to {NDIMS[1] - 1}), "
+                             f"got {self.dims!r}")
+        object.__setattr__(self, "dims", self.dims if self.dims == "any" else str(int(self.dims)))
+        if self.ndim_range is None:
+            raise UsageError(f"--dims {self.dims} --ndims {'-'.join(map(str, self.ndims or NDIMS))}: no input of those "
+                             f"dims has dim {self.dims}")
         grads = ("none", *self.kind.grads)
         if self.grad not in grads:
             raise UsageError(f"--grad: expected one of {', '.join(grads)} for {self.collective}, got {self.grad!r}")
@@ -326,6 +332,11 @@ class Contract:
             return str(self.fixed_dims.get("gather", "any"))
         return self.dims
 
+    @property
+    def fixed_dim(self) -> int | None:
+        """The one dim a one-dim collective works along (``--dims N``), ``None`` for any dim or a re-layout."""
+        return None if self.relayout or self.dims == "any" else int(self.dims)
+
     def scatter_dims(self, ndim: int, dim: int) -> list[int]:
         """A re-layout's scatter dims for ``ndim``-d inputs gathered along ``dim``: the fixed one,
         or every other dim by both names (positive first)."""
@@ -345,9 +356,12 @@ class Contract:
     @property
     def ndim_range(self) -> tuple[int, int] | None:
         """The dims of drawn inputs (``--ndims``; default 1-4, a re-layout's 3-4: batch, sequence and
-        heads); narrowed to the inputs that have a re-layout's fixed dims as two different dims
-        (``None``: none has)."""
+        heads); narrowed to the inputs that have the fixed dim (``--dims -3``: 3-d and up), or a
+        re-layout's fixed dims as two different dims (``None``: none has)."""
         low, high = self.ndims or ((3, NDIMS[1]) if self.relayout else NDIMS)
+        if self.fixed_dim is not None:  # a fixed dim needs inputs that have it: dim 2 and dim -3 need 3 dims
+            low = max(low, self.fixed_dim + 1 if self.fixed_dim >= 0 else -self.fixed_dim)
+            return (low, high) if low <= high else None
         if self.relayout:
             fixed = list(self.fixed_dims.values())
             fits = [n for n in range(max(low, 2), high + 1)

@@ -430,7 +430,7 @@ class _Planner:
     def _source(self, role: str) -> str:
         """Where the value of ``role`` comes from, in words that fit the collective checked."""
         if role == "dim" and self._kind() == "gather":
-            return "the gather dim of each case; --dims 0 checks dim 0 only"
+            return "the gather dim of each case; --dims N checks dim N only"
         return _ROLE_SOURCE[role]
 
     def _relayout(self, rest: list[inspect.Parameter]) -> dict[str, str]:
@@ -577,7 +577,7 @@ def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
 
 #: Where the value of a role comes from, for messages.
 _ROLE_SOURCE = {
-    "dim": "the dim of each case; --dims 0 checks dim 0 only, --gather-dim N a re-layout's gather dim N",
+    "dim": "the dim of each case; --dims N checks dim N only, --gather-dim N a re-layout's gather dim N",
     "scatter_dim": "a re-layout's scatter dim of each case; --scatter-dim N checks dim N only",
     "group": "the world group, or each case's group with --groups",
     "rank": "this rank within the group passed",

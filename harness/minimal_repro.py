@@ -507,7 +507,8 @@ def _import_lines(target: str) -> list[str]:
     """Import the target the way the harness's ranks do: a file by its path, a module by name."""
     module, _, attr = target.rpartition(":")
     if module.endswith(".py"):
-        return ["import runpy", f"target = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"] + (
+        return ["import runpy", f"sys.path.insert(0, {os.path.dirname(module)!r})  # as `python file.py`: siblings import",
+                f"target = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"] + (
             [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
     return [f"sys.path.insert(0, {os.getcwd()!r})",
             f"from {module} import {attr.split('.')[0]} as target"] + (

@@ -148,8 +148,10 @@ OPTIONS: tuple[Option, ...] = (
            choices=COLLECTIVES["reduce-scatter"].ops, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
            section="contract", defaults={"fuzz": None}),
-    Option("dims", "gather along dim 0 only, or any dim, negative ones included (default: any)", "any",
-           choices=("0", "any"), section="contract", defaults={"fuzz": None}),
+    Option("dims", "any: TARGET gathers (scatters, exchanges) along the dim it is given, drawn over the input's dims, "
+                   "negative ones included; N: along dim N only, e.g. -1 for a tensor-parallel gather of the last dim "
+                   "(default: any; a TARGET that takes no dim: the dim the probe sees it work along)", "any",
+           metavar="any|N", section="contract", defaults={"fuzz": None}),
     Option("scatter_dim", "an all-to-all that is a re-layout (sequence-parallel attention: heads for sequence): the "
                           "dim each rank splits into one piece per rank; any: drawn over the input's dims (default: "
                           "any, when TARGET takes both dims, e.g. scatter_idx and gather_idx)", metavar="any|N",

@@ -28,7 +28,7 @@ Options: ``check``'s, spelled ``--gather-*``, generated from the same table
 
 - ``--gather-impl TARGET``: ``package.module:attr`` or ``path/to/file.py:attr``; the
   environment variable ``GATHER_IMPL`` selects a target too (the option wins).
-- ``--gather-ragged`` / ``--gather-no-ragged`` (default ragged), ``--gather-dims {0,any}``,
+- ``--gather-ragged`` / ``--gather-no-ragged`` (default ragged), ``--gather-dims any|N``,
   ``--gather-grad {none,local,sum,mean}``, ``--gather-dtypes LIST`` (default ``all``),
   ``--gather-backend {gloo,nccl}``, ``--gather-device {cpu,cuda}``,
   ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci),

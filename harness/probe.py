@@ -5,8 +5,9 @@ it), then the smallest in-contract cases (W=1, and the smallest W >= 2 the contr
 through the ordinary procedure in ``detect`` mode, and the result's structure names the
 output convention (or confirms the declared one).  Three outcomes:
 
-- the target fits: a :class:`Convention`, and the contract it implies (a target taking only
-  ``x`` gathers along dim 0 only; a ``stack`` result needs equal shapes);
+- the target fits: a :class:`Convention`, and the contract it implies (a target that takes no
+  dim works along the one dim its results show, tried at W=2 on inputs of 2 to 4 dims; a
+  ``stack`` result needs equal shapes);
 - it fits no convention: :class:`~harness.errors.Misfit`, one line naming what came
   back and the option that would fit -- a usage error (exit 2), never a finding;
 - it failed on the probe case itself (raised inside its own code, hung, crashed): the
@@ -24,9 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import torch
+
 from harness import rank_calls
 from harness.case import Case, RankSpec
-from harness.checks import check_outcome
+from harness.checks import check_outcome, expected_pieces
+from harness.compare import exact_value
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
 from harness.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.errors import Misfit, RankCallFailed, TargetError, UsageError
@@ -134,6 +138,7 @@ def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s:
     graded = contract.grad != "none" and dtype in DIFFERENTIABLE_DTYPES
     ran: list[Outcome] = []
     tried_the_collective = False  # the reduce-scatter hypothesis replaces ranks: test it once
+    dimless = not call.takes_dim and not contract.relayout and contract.fixed_dim is None
     for world in probe_world_sizes(contract):
         readings: dict[bool, str] = {}
         for passes in (True, False) if both else (bool(contract.groups),):
@@ -142,6 +147,8 @@ def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s:
             outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s,
                                detect=True, declared=declared, requires_grad=graded)
             pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
+            if dimless and outcome.errors and not outcome.fault:
+                outcome = _on_every_dim(pool, target, call, contract, outcome, declared, graded, timeout_s)
             if not tried_the_collective and (outcome.fault or outcome.errors or _not_a_gathers_shape(outcome)):
                 _check_the_collective(pool, target, call, contract, dtype, timeout_s)
                 tried_the_collective = True
@@ -155,14 +162,114 @@ def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s:
     if graded:
         _check_differentiable(ran, contract, call)
     implied = replace(contract, optional_group=both)
-    if not call.takes_dim and contract.dims != "0" and not contract.relayout:
-        implied = replace(implied, dims="0")
-        notes.append(f"{call.signature} takes no dim: only dim 0 is checked (--dims 0)")
+    if not call.takes_dim and not contract.relayout:
+        implied, note = _dim_of_a_dimless_target(pool, target, call, implied, dtype, output, timeout_s)
+        notes.append(note)
     if OUTPUTS[output].stacked and contract.ragged:
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),
                  Convention(call, output, not declared, call.forms(groups=always)), notes)
+
+
+#: The inputs a target that takes no dim is tried on, each dim a different length, so that a
+#: result of the right shape names the dim; three ndims, so that the dim's name is known too
+#: (dim 2 of a 3-d input is -1 if the 2-d input's dim 1 and the 4-d input's dim 3 fit).
+DIM_PROBE_SHAPES: tuple[tuple[int, ...], ...] = ((2, 3), (2, 3, 4), (2, 3, 4, 5))
+
+
+def _dim_of_a_dimless_target(pool: Pool, target: str, call: Call, contract: Contract, dtype: str, output: str,
+                             timeout_s: float) -> tuple[Contract, str]:
+    """The contract with the one dim a target that takes no dim works along, and the header's note.
+
+    A dim given (``--dims N``) is taken as the target's.  Otherwise each input of
+    :data:`DIM_PROBE_SHAPES` is run at W=2 (or the smallest world above it) as a case of each of
+    its dims; the dim whose case the target passes (or, if none passes, the one it answers with the
+    right shapes: a buggy target still shows its dim) is the dim, and the one dim by either name
+    consistent with all three inputs is the answer.  No consistent dim is :class:`UsageError`
+    naming ``--dims N``, never a silent dim 0.
+    """
+    said = f"{call.signature} takes no dim"
+    if contract.fixed_dim is not None:
+        return contract, f"{said}: checked along dim {contract.dims} (--dims {contract.dims})"
+    worlds = [world for world in probe_world_sizes(contract) if world >= 2]
+    if not worlds:
+        return replace(contract, dims="0"), f"{said}: at W=1 every dim gives the same result, so dim 0 is drawn"
+    seen: dict[int, set[int]] = {}
+    for shape in _dim_probe_shapes(contract):
+        fits = _dims_it_fits(pool, target, call, contract, dtype, output, worlds[0], shape, timeout_s)
+        if isinstance(fits, Outcome):
+            raise UsageError(f"target {target!r}: {said}, and while the probe tried which dim it works along, "
+                             f"{call.describe(pass_group=fits.case.passes_group)} on {fits.case.describe()} ended in a "
+                             f"{fits.fault}; give the dim with --dims N "
+                             f"(dims=N from Python): the search then checks that dim, faults included")
+        seen[len(shape)] = fits
+    if all(fits == set(range(ndim)) for ndim, fits in seen.items()):
+        return replace(contract, dims="0"), (f"{said}, and its result reads the same along every dim on equal shapes: "
+                                             f"dim 0 is drawn (--dims N if it works along another)")
+    consistent = [dim for dim in range(-max(seen), max(seen))
+                  if all(fits == ({dim % ndim} if -ndim <= dim < ndim else set()) for ndim, fits in seen.items())]
+    low, high = contract.ndim_range or (1, 4)
+    if not consistent or any(dim % ndim != consistent[0] % ndim for dim in consistent for ndim in range(low, high + 1)):
+        tried = "; ".join(f"{ndim}-d: {', '.join(map(str, sorted(fits))) or 'none'}" for ndim, fits in seen.items())
+        raise UsageError(f"target {target!r}: {said}, and the probe cannot tell which dim it works along (the dims "
+                         f"whose W={worlds[0]} case it answers, by input: {tried}); give the dim with --dims N "
+                         f"(dims=N from Python), and --ndims A-B if it takes inputs of some dims only")
+    dim = consistent[0]  # of two names for one dim of every input drawn (--ndims 3-3: -1 and 2), the negative one
+    return replace(contract, dims=str(dim)), f"{said}: it works along dim {dim} (detected; --dims N to say otherwise)"
+
+
+def _dims_it_fits(pool: Pool, target: str, call: Call, contract: Contract, dtype: str, output: str, world: int,
+                  shape: tuple[int, ...], timeout_s: float) -> set[int] | Outcome:
+    """The dims of ``shape`` whose case the target passes, or failing that, answers with the right
+    shapes; the outcome of a case that hung or crashed."""
+    passed, shaped = set(), set()
+    for dim in range(len(shape)):
+        case = probe_case(contract, world, dtype, output, passes_group=bool(contract.groups), shape=shape, dim=dim)
+        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s)
+        pool.forget_state(case)  # a question to the target, not a case: no history for the search
+        if outcome.fault and outcome.fault != "exception":  # a hang or crash is told once, not waited out per dim
+            return outcome
+        if not outcome.fault and not outcome.errors and _shapes_fit(outcome):
+            shaped.add(dim)
+            if not check_outcome(outcome, bits=contract.bits):
+                passed.add(dim)
+    return passed or shaped
+
+
+def _shapes_fit(outcome: Outcome) -> bool:
+    """Whether every rank's result has the reference's pieces, each of the reference's shape."""
+    for res in _members(outcome):
+        want = [tuple(exact_value(piece).shape) for piece in expected_pieces(outcome.case, res.rank)]
+        got = [tuple(piece.shape) if isinstance(piece, torch.Tensor) else None for piece in res.output or []]
+        if got != want:
+            return False
+    return True
+
+
+def _on_every_dim(pool: Pool, target: str, call: Call, contract: Contract, raised: Outcome, declared: str,
+                  graded: bool, timeout_s: float) -> Outcome:
+    """The probe case again on inputs of more dims (:func:`_dim_probe_shapes`) for a target that
+    takes no dim and raised on the first: its dim may be one the first input lacks.  The first
+    outcome that does not fail, else the one that raised."""
+    first = raised.case
+    for shape in _dim_probe_shapes(contract):
+        if len(shape) <= first.ndim:
+            continue
+        case = probe_case(contract, first.world_size, first.dtype, first.output, passes_group=first.passes_group,
+                          shape=shape, dim=0)
+        outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s, detect=True,
+                           declared=declared, requires_grad=graded)
+        pool.forget_state(case)
+        if not outcome.fault and not outcome.errors:
+            return outcome
+    return raised
+
+
+def _dim_probe_shapes(contract: Contract) -> list[tuple[int, ...]]:
+    """:data:`DIM_PROBE_SHAPES` of the dims the contract draws (``--ndims``)."""
+    low, high = contract.ndim_range or (1, 4)
+    return [shape for shape in DIM_PROBE_SHAPES if low <= len(shape) <= high] or [(2, 3, 4, 5)[:low]]
 
 
 def _members(outcome: Outcome) -> list[RankResult]:
@@ -186,8 +293,9 @@ def _not_a_gathers_shape(outcome: Outcome) -> bool:
     """Whether a probe case of two ranks or more came back as one tensor of another length than a
     gather's (only a gather's contract acts on it: :func:`_check_the_collective`)."""
     case = outcome.case
-    gathered = (PROBE_SHAPE[0] * case.world_size, *PROBE_SHAPE[1:])
-    return case.world_size > 1 and any(res.detected_shape not in (None, gathered) for res in _members(outcome))
+    gathered = list(case.ranks[0].shape)
+    gathered[case.dim] *= case.world_size
+    return case.world_size > 1 and any(res.detected_shape not in (None, tuple(gathered)) for res in _members(outcome))
 
 
 def _check_the_collective(pool: Pool, target: str, call: Call, contract: Contract, dtype: str,
@@ -306,21 +414,35 @@ def probe_world_sizes(contract: Contract) -> list[int]:
     return sizes
 
 
-def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passes_group: bool = False) -> Case:
-    """``world`` ranks holding ``(3,)`` of ``dtype`` each (iota), gathered along dim 0, no gradient;
-    ``passes_group``: the target is given a group (the world as one group of the layout with
-    ``groups``, else the world group)."""
+def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passes_group: bool = False,
+               shape: tuple[int, ...] | None = None, dim: int | None = None) -> Case:
+    """``world`` ranks holding ``shape`` of ``dtype`` each (iota), gathered along ``dim``, no
+    gradient (default: :func:`probe_input`); ``passes_group``: the target is given a group (the
+    world as one group of the layout with ``groups``, else the world group)."""
+    if shape is None or dim is None:
+        shape, dim = probe_input(contract)
     groups = (tuple(range(world)),) if contract.groups and passes_group else ()
     world_group = passes_group and not groups
     if contract.relayout:
         return _relayout_probe_case(contract, world, dtype, output, groups, world_group)
-    if contract.collective == "all-to-all":  # PROBE_SHAPE's rows to every rank
-        rank = RankSpec((PROBE_SHAPE[0] * world,), splits=(PROBE_SHAPE[0],) * world)
+    if contract.collective == "all-to-all":  # shape's rows to every rank
+        sent = list(shape)
+        sent[dim] *= world
+        rank = RankSpec(tuple(sent), splits=(shape[dim],) * world)
     else:  # a gather's input, a reduce-scatter's slot
-        rank = RankSpec(PROBE_SHAPE)
-    return Case(ranks=(rank,) * world, dim=0, dtype=dtype, grad="none", backend=contract.backend,
+        rank = RankSpec(shape)
+    return Case(ranks=(rank,) * world, dim=dim, dtype=dtype, grad="none", backend=contract.backend,
                 device=contract.device, groups=groups, output=output, world_group=world_group,
                 collective=contract.collective, op=contract.op)
+
+
+def probe_input(contract: Contract) -> tuple[tuple[int, ...], int]:
+    """The probe's input shape and dim: :data:`PROBE_SHAPE` along dim 0, or, where the contract
+    draws no 1-d input or fixes another dim, the fewest dims it draws, 3 long along its dim and 2
+    along the others."""
+    ndim = (contract.ndim_range or (1, 1))[0]
+    dim = contract.fixed_dim or 0
+    return tuple(PROBE_SHAPE[0] if d == dim % ndim else 2 for d in range(ndim)), dim
 
 
 def _relayout_probe_case(contract: Contract, world: int, dtype: str, output: str,

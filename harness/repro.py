@@ -293,6 +293,7 @@ def load_target():
     sys.path[:0] = [path for path in SYS_PATH if path not in sys.path]
     module_name, _, attr = TARGET.rpartition(":")
     if module_name.endswith(".py"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(module_name)))  # as `python file.py`: siblings import
         spec = importlib.util.spec_from_file_location("gather_repro_target", module_name)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module

@@ -140,7 +140,7 @@ def _check_syntax(path: str, what: str) -> None:
 
 def syntax_text(exc: SyntaxError) -> str:
     """``SyntaxError: invalid syntax (broken.py:2: return x +)``: the user's file and line, not importlib's."""
-    where = f"{os.path.relpath(exc.filename) if exc.filename else '?'}:{exc.lineno}"
+    where = f"{shown_path(exc.filename) if exc.filename else '?'}:{exc.lineno}"
     code = (exc.text or "").strip()
     return f"{type(exc).__name__}: {exc.msg} ({where}{': ' + code if code else ''})"
 
@@ -191,9 +191,14 @@ def _did_you_mean(name: str, holder: Any) -> str:
 
 
 def _import_file(path: str) -> ModuleType:
+    """Import a target file with its folder first on ``sys.path``, as ``python path/to/file.py``
+    would run it: a sibling module it imports is found."""
     absolute = os.path.abspath(path)
     if not os.path.isfile(absolute):
         raise TargetError(f"target file {path!r} does not exist")
+    folder = os.path.dirname(absolute)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     name = "gather_target_" + str(abs(hash(absolute)))
     spec = importlib.util.spec_from_file_location(name, absolute)
     if spec is None or spec.loader is None:

@@ -691,12 +691,13 @@ def _group_layout(labels: list[int]) -> tuple[tuple[int, ...], ...]:
 def contract_violations(case: Case, contract: Contract) -> tuple[str, ...]:
     """How ``case`` falls outside ``contract``: a subset of ``("ragged", "dim", "dtype")``.
 
-    A dim is out of contract for a dims="0" variant only if it names another dim than the
-    first (``dim=-1`` on 1-d input *is* dim 0).
+    A dim is out of contract for a fixed-dim variant only if it names another dim than the
+    fixed one (``dim=-1`` on 1-d input *is* dim 0).
     """
+    fixed = contract.fixed_dim
     found = {
         "ragged": case.is_ragged and not contract.ragged,
-        "dim": contract.dims == "0" and case.dim % case.ndim != 0,
+        "dim": fixed is not None and case.dim % case.ndim != fixed % case.ndim,
         "dtype": case.dtype not in contract.dtypes,
     }
     return tuple(kind for kind in _MISUSE_KINDS if found[kind])
@@ -717,7 +718,7 @@ def _misuse_kinds(contract: Contract, supported: tuple[str, ...]) -> tuple[str, 
     usable = bool(_in_contract_dtypes(contract, supported))
     possible = {
         "ragged": not contract.ragged and contract.world_sizes[1] >= 2 and usable,
-        "dim": contract.dims == "0" and usable,
+        "dim": contract.fixed_dim is not None and usable,
         "dtype": bool(_misuse_dtypes(contract)),
     }
     return tuple(kind for kind in _MISUSE_KINDS if possible[kind])
@@ -763,7 +764,7 @@ def misuse_cases(
     - ``backend``, ``device``, ``max_length``, ``max_elements``: as in :func:`cases`.
 
     The kinds: ragged lengths for an equal-only variant (W >= 2, lengths not all equal),
-    a dim other than the first for a dims="0" variant (ndim >= 2), a dtype outside
+    a dim other than the fixed one for a fixed-dim variant (ndim >= 2), a dtype outside
     ``contract.dtypes``.  ``case.grad`` is ``"none"``: the forward call must already raise.
     Examples shrink as :func:`cases` does, toward the misuse case with the fewest choices (often
     one rank of the simplest out-of-contract dtype).
@@ -795,15 +796,18 @@ def _misuse_case(
     if kind == "ragged":
         ragged, low = True, max(low, 2)
     elif kind == "dim":
-        dims = "nonzero"
+        dims = "any"
     else:
         names = _misuse_dtypes(contract)
     ndims = contract.ndim_range or _NDIM
-    if dims == "nonzero":
+    if kind == "dim":
         ndims = (max(ndims[0], 2), max(ndims[1], 2))
     shapes = _ragged_shapes(*_shape_args((low, high), ragged, ndims, dims, max_length, max_elements), _RANK_TRAITS)
     if kind == "ragged":
         shapes = shapes.filter(lambda drawn: _has_unequal_lengths(drawn[0]))
+    elif kind == "dim":  # any dim but the fixed one, by either name
+        fixed = contract.fixed_dim or 0
+        shapes = shapes.filter(lambda drawn: drawn[0].dim % len(drawn[0].shapes[0]) != fixed % len(drawn[0].shapes[0]))
     return shapes, names
 
 

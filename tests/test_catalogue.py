@@ -123,6 +123,11 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
     "rs_megatron_ragged": (("no-hang-no-crash", "gradients"), lambda c: c.is_ragged,
                            "ragged slots: the backward all_gathers unequal cotangents, which gloo refuses "
                            "('invalid tensor size': equal sizes only)"),
+    "megatron_tensor_parallel": (("gradients",), lambda c: c.ranks[0].shape[-1] == 0 and c.world_size >= 2,
+                                 "a zero-length last dim: torch.split into 0-long pieces gives one piece, and the "
+                                 "backward's input_list[rank] is out of range"),
+    "rs_megatron_tensor_parallel": (("values",), lambda c: c.ranks[0].shape[-1] == 0,
+                                    "a zero-length last dim: reshape(-1, 0) raises on every rank, W = 1 included"),
     **{name: (("values",), is_complex, "raises 'Invalid scalar type' on complex (gloo, funcol all_to_all_single)")
        for name in ("a2a_funcol_all_to_all_single", "a2a_funcol_all_to_all_single_autograd")},
     "a2a_all_to_all_single": (("values",), non_contiguous_input, "raises 'Tensors must be contiguous' on a view"),

@@ -76,7 +76,7 @@ BAD_INPUTS = [
     pytest.param(["{d}/gathers.py:correct", "--ndims", "0-3"], "--ndims: need 1 <= A <= B <= 4", id="ndims 0-3"),
     pytest.param(["{d}/constant.py:gather"], "not a callable", id="not callable"),
     pytest.param(["{d}/raises.py:gather"], "RuntimeError: boom on import ({d}/raises.py:1)", id="raises on import"),
-    pytest.param(["{d}/uses_broken.py:gather"], "raised SyntaxError: invalid syntax (broken_helper.py:2: return x +)",
+    pytest.param(["{d}/uses_broken.py:gather"], "raised SyntaxError: invalid syntax ({d}/broken_helper.py:2: return x +)",
                  id="syntax error in a module it imports"),
     pytest.param(["{d}/dies.py:gather"], "died", id="rank dies on import"),
     pytest.param(["no_colon"], "not of the form", id="not a target"),
@@ -97,7 +97,11 @@ BAD_INPUTS = [
     pytest.param(["{d}/gathers.py:correct", "--max-examples", "0"], "not a positive whole number",
                  id="max-examples 0"),
     pytest.param(["{d}/gathers.py:correct", "--timeout", "-1"], "not a positive number", id="negative timeout"),
-    pytest.param(["{d}/gathers.py:correct", "--dims", "2"], "invalid choice", id="dims 2"),
+    pytest.param(["{d}/gathers.py:correct", "--dims", "4"], "--dims: expected any or a dim of a 1-4-d input (-4 to 3), "
+                 "got '4'", id="dims 4"),
+    pytest.param(["{d}/gathers.py:correct", "--dims", "last"], "--dims: expected any or a dim", id="dims last"),
+    pytest.param(["{d}/gathers.py:correct", "--dims", "-3", "--ndims", "1-2"], "--dims -3 --ndims 1-2: no input of "
+                 "those dims has dim -3", id="dims beyond ndims"),
     pytest.param(["{d}/gathers.py:correct", "--profile", "fast"], "invalid choice", id="unknown profile"),
     pytest.param(["{d}/gathers.py:correct", "--json", "{d}/no/such/dir/out.json"], "does not exist",
                  id="json directory missing"),

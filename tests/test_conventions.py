@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -393,6 +394,77 @@ def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
     report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
+
+
+# -- a target that takes no dim: the dim it works along is read off its results --------------------
+
+DIMLESS = [("gather_last_dim", -1), ("gather_dim_1", 1), ("_gather_x_group", 0)]
+
+
+@pytest.mark.parametrize("name, dim", DIMLESS, ids=[name for name, _ in DIMLESS])
+def test_the_dim_of_a_target_that_takes_none_is_detected_said_and_checked(pool, name: str, dim: int) -> None:
+    report = run_check(f"{PLANTED}:{name}", Contract(ragged=False), max_examples=30, timeout_s=CASE_TIMEOUT_S,
+                       pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert f"takes no dim: it works along dim {dim} (detected; --dims N to say otherwise)" in " ".join(report.notes)
+    assert report.contract.dims == str(dim)
+
+
+def test_a_detected_dim_still_finds_the_bug_along_it(pool) -> None:
+    report = run_check(f"{PLANTED}:gather_last_dim_reversed", Contract(ragged=False), max_examples=60,
+                       timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
+    assert report.contract.dims == "-1"
+    [finding] = report.findings
+    assert finding.property == "values" and finding.case.dim == -1 and finding.case.world_size == 2, finding.message
+
+
+def test_a_dim_given_is_taken_and_never_replaced(pool) -> None:
+    report = run_check(f"{PLANTED}:gather_last_dim", Contract(ragged=False, dims="0"), max_examples=30,
+                       timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=5.0)
+    assert "takes no dim: checked along dim 0 (--dims 0)" in " ".join(report.notes)
+    assert report.findings and report.findings[0].property == "shape"  # the declared dim is held, and it is wrong
+
+
+def test_a_target_taking_a_dim_is_given_the_fixed_one(pool) -> None:
+    report = run_check("examples.with_group:gather", Contract(dims="-2"), max_examples=30, timeout_s=CASE_TIMEOUT_S,
+                       pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.coverage is not None and set(report.coverage.by_axis["dim"]) == {"-2"}
+    assert set(report.coverage.by_axis["ndim"]) == {"2", "3", "4"}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("gather_last_dim_of_3d_only", "takes no dim, and the probe cannot tell which dim it works along (the dims whose "
+                                   "W=2 case it answers, by input: 2-d: none; 3-d: 2; 4-d: none); give the dim with "
+                                   "--dims N (dims=N from Python), and --ndims A-B"),
+    ("hangs_on_a_2d_input", "takes no dim, and while the probe tried which dim it works along, "
+                            "hangs_on_a_2d_input(x) on W=2"),
+], ids=["no dim fits", "hangs"])
+def test_a_dim_the_probe_cannot_read_is_exit_2_naming_dims(pool, name: str, message: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=re.escape(message)):
+        run_check(f"{PLANTED}:{name}", Contract(ragged=False), max_examples=10, timeout_s=3.0, pool=pool)
+    assert time.monotonic() - started < 30  # one timeout, not one per dim tried
+
+
+def test_the_3d_only_target_passes_once_its_inputs_are_said(pool) -> None:
+    report = run_check(f"{PLANTED}:gather_last_dim_of_3d_only", Contract(ragged=False, ndims=(3, 3)),
+                       max_examples=30, timeout_s=CASE_TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.contract.dims == "-1"
+
+
+def test_a_file_target_imports_its_sibling_as_python_would(pool, tmp_path: Path) -> None:
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "tp_glue.py").write_text("def cat(pieces, dim):\n    import torch\n"
+                                                     "    return torch.cat(pieces, dim)\n")
+    (tmp_path / "helpers" / "gather.py").write_text(
+        "import torch, torch.distributed as dist\nfrom tp_glue import cat\n\n"
+        "def gather(x, dim):\n    out = [torch.empty_like(x) for _ in range(dist.get_world_size())]\n"
+        "    dist.all_gather(out, x.contiguous())\n    return cat(out, dim)\n")
+    report = run_check(str(tmp_path / "helpers" / "gather.py:gather"), Contract(ragged=False), max_examples=10,
+                       timeout_s=CASE_TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 
 
 # -- misfits and failures on the probe, through the command line --------------------------------------

@@ -45,7 +45,7 @@ RANK_SIDE = frozenset({
     "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
     "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
     "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
-    "harness.variants.lucidrains", "harness.variants.neighbours", "harness.variants.padded",
+    "harness.variants.lucidrains", "harness.variants.megatron", "harness.variants.neighbours", "harness.variants.padded",
     "harness.variants.plain", "harness.variants.relayouts",
     "harness.variants.torch_paths",
     # the fuzz engine's batches are judged on the ranks (harness.rank.on_batch)

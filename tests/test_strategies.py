@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from random import Random
 from typing import Any
@@ -234,8 +235,10 @@ def test_dtypes_shrink_in_simplest_order() -> None:
         (OPEN, None),
         (Contract(ragged=False, dims="0", grad="mean", world_sizes=(2, 5)), None),
         (Contract(grad="local"), ("int64", "float16", "complex64")),
+        (Contract(ragged=False, dims="-3", grad="local"), None),
+        (Contract(collective="reduce-scatter", dims="2", grad="adjoint"), None),
     ],
-    ids=["open", "equal-only-dim0", "given-dtypes"],
+    ids=["open", "equal-only-dim0", "given-dtypes", "fixed-dim-3", "reduce-scatter-dim2"],
 )
 def test_every_case_is_in_contract(contract: Contract, names: tuple[str, ...] | None) -> None:
     @_DRAW
@@ -249,8 +252,8 @@ def test_every_case_is_in_contract(contract: Contract, names: tuple[str, ...] | 
         assert case.dtype in (names or contract.dtypes)
         assert case.grad == (contract.grad if case.dtype in DIFFERENTIABLE_DTYPES else "none")
         assert contract_violations(case, contract) == ()
-        if contract.dims == "0":
-            assert case.dim == 0
+        if contract.dims != "any":  # one fixed dim: always that one, on inputs that have it
+            assert case.dim == int(contract.dims) and case.ndim >= (case.dim + 1 if case.dim >= 0 else -case.dim)
         assert Case.from_json(case.to_json()) == case
 
     check()
@@ -268,6 +271,37 @@ def test_every_misuse_case_is_out_of_contract_in_exactly_one_way() -> None:
             assert case.dtype == "float32"
 
     check()
+
+
+def test_a_fixed_dims_misuse_cases_name_another_dim() -> None:
+    contract = Contract(dims="-1", dtypes=("float32",))
+
+    @_DRAW
+    @given(misuse_cases(contract=contract, dtypes_supported=ALL_DTYPES))
+    def check(case: Case) -> None:
+        kinds = contract_violations(case, contract)
+        assert len(kinds) == 1
+        if kinds == ("dim",):
+            assert case.ndim >= 2 and case.dim % case.ndim != case.ndim - 1
+
+    check()
+
+
+@pytest.mark.parametrize("dims, ndims, ndim_range", [("-3", None, (3, 4)), ("2", None, (3, 4)), ("0", None, (1, 4)),
+                                                      ("-1", (2, 3), (2, 3)), ("any", None, (1, 4))])
+def test_a_fixed_dim_draws_the_inputs_that_have_it(dims: str, ndims: tuple[int, int] | None,
+                                                   ndim_range: tuple[int, int]) -> None:
+    assert Contract(dims=dims, ndims=ndims).ndim_range == ndim_range
+
+
+@pytest.mark.parametrize("dims, ndims, message", [
+    ("4", None, "--dims: expected any or a dim of a 1-4-d input (-4 to 3), got '4'"),
+    ("last", None, "--dims: expected any or a dim"),
+    ("3", (1, 3), "--dims 3 --ndims 1-3: no input of those dims has dim 3"),
+])
+def test_a_fixed_dim_no_drawn_input_has_is_refused(dims: str, ndims: tuple[int, int] | None, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        Contract(dims=dims, ndims=ndims)
 
 
 def test_misuse_kinds_follow_the_contract() -> None:

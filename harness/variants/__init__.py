@@ -377,6 +377,14 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         needs=(FUNCOL_ALL_GATHER_SINGLE,), race=FUNCOL_VIEW_RACE,
     ),
     VariantSpec(
+        "megatron_tensor_parallel",
+        "harness.variants.megatron:gather_from_tensor_model_parallel_region",
+        _claim(ragged=False, dims="-1", grad="local"),
+        "Megatron-LM `gather_from_tensor_model_parallel_region` (`megatron/core/tensor_parallel/mappings.py`; "
+        "commit in `harness/variants/neighbours.py`): takes no dim, gathers the last; backward keeps this "
+        "rank's piece of the last dim (local).",
+    ),
+    VariantSpec(
         "ours_sum",
         "harness.ragged:all_gather_ragged",
         _claim(ragged=True, dims="any", grad="sum"),
@@ -488,6 +496,13 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "harness.variants.neighbours:megatron_reduce_scatter_ragged",
         _reduce_scatter(ragged=True, dims="0", grad="adjoint"),
         "The same class with its `input_split_sizes` (ragged slots along dim 0).",
+    ),
+    VariantSpec(
+        "rs_megatron_tensor_parallel",
+        "harness.variants.neighbours:reduce_scatter_last_dim_to_tensor_parallel_region",
+        _reduce_scatter(ragged=False, dims="-1", grad="adjoint"),
+        "Megatron-LM `reduce_scatter_last_dim_to_tensor_parallel_region`: reduce-scatter along the last dim "
+        "(equal slots), backward `_gather_along_last_dim`.",
     ),
     VariantSpec(
         "a2a_all_to_all_single",

@@ -7,6 +7,8 @@ departure from the way published code of that convention is written.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.distributed as dist
 
@@ -256,3 +258,43 @@ def all_gather(embeddings, labels):
     embeddings_list[rank] = embeddings
     labels_list[rank] = labels
     return torch.cat(embeddings_list), torch.cat(labels_list)
+
+
+# -- targets that take no dim: the probe reads which dim they work along ---------------------------
+
+
+def _cat_of_every_rank(x, dim, group):
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(pieces, x.contiguous(), group=group)
+    return torch.cat(pieces, dim)
+
+
+def gather_last_dim(x, group=None):
+    """A tensor-parallel gather: always the last dim (-1 by name: dim 2 of a 3-d input)."""
+    return _cat_of_every_rank(x, -1, group)
+
+
+def gather_dim_1(x, group=None):
+    """Always dim 1: a 1-d input raises, and the probe tries inputs of more dims."""
+    return _cat_of_every_rank(x, 1, group)
+
+
+def gather_last_dim_of_3d_only(x, group=None):
+    """Accepts 3-d inputs only: no dim fits 2-d and 4-d inputs too, so the probe asks for --dims and --ndims."""
+    if x.dim() != 3:
+        raise ValueError(f"expected a 3-d [s, b, h] activation, got {x.dim()}-d")
+    return _cat_of_every_rank(x, -1, group)
+
+
+def gather_last_dim_reversed(x, group=None):
+    """Ranks in reverse order along the last dim: the dim still shows in its shapes, the values are wrong."""
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(pieces, x.contiguous(), group=group)
+    return torch.cat(pieces[::-1], -1)
+
+
+def hangs_on_a_2d_input(x, group=None):
+    """Rank 1 never returns on a 2-d input: the dim probe says so once, in the case's timeout."""
+    if x.dim() == 2 and dist.get_rank() == 1:
+        threading.Event().wait()
+    return _cat_of_every_rank(x, 0, group)
