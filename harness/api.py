@@ -104,7 +104,8 @@ class CheckOptions:
                 "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
                 "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
-                "kwargs": contract.kwargs, "bits": contract.bits, "backend": contract.backend,
+                "kwargs": contract.kwargs, "bits": contract.bits, "compile": contract.compile,
+                "backend": contract.backend,
                 "device": contract.device, "world_sizes": contract.world_sizes,
                 "max_examples": self.max_examples, "duration": self.duration_s, "seed": self.seed,
                 "timeout": self.timeout, "profile": self.profile, "probe_misuse": self.probe_misuse}
@@ -154,6 +155,7 @@ def check_gather(
     output: str = default("output"),
     groups: bool = default("groups"),
     bits: bool = default("bits"),
+    compile: bool = default("compile"),
     kwargs: Mapping[str, object] | None = None,
     full_stacks: bool = default("full_stacks"),
     profile: str | None = default("profile"),
@@ -177,6 +179,7 @@ def check_gather(
     - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
       ``auto`` lets the probe detect it.  ``groups``: also draw subgroup layouts and pass
       ``group=``.  ``bits`` (default True): check raw-byte identity on top of value equality.
+      ``compile``: call the target through ``torch.compile``, as in ``check --compile``.
     - ``kwargs``: fixed arguments passed on every call (``{"sync_grads": True}``); Python
       literals only, as they travel to the ranks.
     - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
@@ -324,7 +327,7 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
                         grad=settings["grad"], backends=(settings["backend"],), devices=(settings["device"],),
                         world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
                         kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
-                        op=settings["op"])
+                        op=settings["op"], compile=settings["compile"])
     check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
     return contract
 

@@ -199,6 +199,7 @@ class Contract:
       both: a one-dim all-to-all, until the probe finds a target taking both dims.  The gather
       dim is the one ranks may hold different lengths along (a case's ``dim``).
     - ``ndims``: the (low, high) dims of drawn inputs; ``None``: :attr:`ndim_range`'s default.
+    - ``compile``: the target is called through ``torch.compile`` (``--compile``).
     """
 
     ragged: bool = True
@@ -219,6 +220,7 @@ class Contract:
     scatter_dim: str = ""
     gather_dim: str = ""
     ndims: tuple[int, int] | None = None
+    compile: bool = False
 
     def __post_init__(self) -> None:
         self._check_collective()
@@ -399,6 +401,7 @@ class Contract:
             extra += " ndims={}-{}".format(*self.ndims)
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
+        extra += " compiled" if self.compile else ""
         dims = "" if self.relayout else f" dims={self.dims}"
         return f"{self.collective_text()}{ragged}{dims} grad={self.grad} dtypes={dtypes}{extra}"
 

@@ -128,6 +128,8 @@ class Call:
       x itself is passed), see the module docstring.
     - ``leading``: ``(parameter, role)`` of the arguments passed by position *before* x: a
       group taken first, as in ``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``.
+    - ``compiled``: the target is called through ``torch.compile`` (``--compile``), one compiled
+      wrapper per target object, as a user would wrap it once.
     """
 
     name: str = "f"
@@ -141,6 +143,7 @@ class Call:
     signature: str = "f(x, dim)"
     split_input: str = ""
     leading: tuple[tuple[str, str], ...] = ()
+    compiled: bool = False
 
     def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
         for name in ("positional", "keywords", "kwargs", "leading"):
@@ -183,7 +186,8 @@ class Call:
         """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
         first = f"list(x.split({self.split_input}, dim))" if self.split_input else "x"
         args, kwargs = self.arguments(first, self._shown, pass_group)
-        return f"{self.name}({', '.join(args + [f'{key}={value}' for key, value in kwargs.items()])})"
+        name = f"torch.compile({self.name})" if self.compiled else self.name
+        return f"{name}({', '.join(args + [f'{key}={value}' for key, value in kwargs.items()])})"
 
     def arguments(self, first: Any, value: Callable[[str, str], Any],
                   pass_group: bool) -> tuple[list[Any], dict[str, Any]]:
@@ -217,7 +221,7 @@ class Call:
         split = dim if scatter_dim is None else scatter_dim
         first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
         args, kwargs = self.arguments(first, values.get, pass_group)
-        function = target.apply if self.apply else target
+        function = compiled(target, self.apply) if self.compiled else target.apply if self.apply else target
         result = function(*args, **kwargs)
         return values.outputs if result is None and values.outputs is not None else result  # filled, not returned
 
@@ -228,6 +232,19 @@ class Call:
         if role == FIXED:
             return dict(self.kwargs)[parameter]
         return "gather_dim" if role == "dim" and self.takes_scatter_dim else role
+
+
+#: One ``torch.compile`` wrapper per target object (kept with it, so an id is never reused): a
+#: module executed afresh gives a new target, and so a new compile, as a restarted program would.
+_COMPILED: dict[tuple[int, bool], tuple[Any, Any]] = {}
+
+
+def compiled(target: Any, apply: bool) -> Any:
+    """``torch.compile`` of ``target`` (of ``target.apply`` for an ``autograd.Function``), made once."""
+    key = (id(target), apply)
+    if key not in _COMPILED or _COMPILED[key][0] is not target:
+        _COMPILED[key] = (target, torch.compile(target.apply if apply else target))
+    return _COMPILED[key][1]
 
 
 class _Values:

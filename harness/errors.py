@@ -81,11 +81,20 @@ class PoolGone(BaseException):
     """
 
 
+class CompileTimeout(BaseException):
+    """A case ran out of time while the target was still compiling (``torch.compile``): the case
+    was never run, so there is no verdict on it, only a timeout too short for the compiler.
+
+    A ``BaseException``, as :class:`PoolGone`, so that Hypothesis stops at once instead of
+    shrinking it as the target's failure; the command exits 2 with the flag that gives more time.
+    """
+
+
 def exit_status(exc: BaseException) -> Exit | None:
     """The status an exception ends a command with: :attr:`Exit.USAGE` for a target or arguments
     that cannot be used, :attr:`Exit.HARNESS` when the harness could not run; ``None`` for any
     other (a bug of the harness's own, which the CLI reports apart)."""
-    if isinstance(exc, (UsageError, TargetError, Misfit)):
+    if isinstance(exc, (UsageError, TargetError, Misfit, CompileTimeout)):
         return Exit.USAGE
     if isinstance(exc, (PoolError, PoolGone)):
         return Exit.HARNESS

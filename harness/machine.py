@@ -11,7 +11,7 @@ import torch
 
 from harness.contract import MAX_WORLD_SIZE
 from harness.errors import PoolError, UsageError
-from harness.options import PATIENCE
+from harness.options import COMPILE_PATIENCE, PATIENCE
 
 #: Resident memory of one warm rank (torch 2.13, gloo, CPU box: 240 MB measured, 216 MB of it
 #: anonymous): what bounds how many local ranks a machine holds.
@@ -40,8 +40,8 @@ def too_many_ranks(world_size: int, limit: int) -> str:
 def group_timeout_s(case_timeout_s: float) -> float:
     """The process group's own timeout: far beyond the case timeout, so that the controller,
     not the backend, decides when a rank hangs (and can dump its stack first), however long
-    it lets busy ranks run (:data:`harness.options.PATIENCE`)."""
-    return max(3600.0, (PATIENCE + 1) * case_timeout_s)
+    it lets busy or compiling ranks run (:data:`harness.options.PATIENCE`, ``COMPILE_PATIENCE``)."""
+    return max(3600.0, (max(PATIENCE, COMPILE_PATIENCE) + 1) * case_timeout_s)
 
 
 def within_gpus(world_sizes: tuple[int, int], backend: str) -> tuple[int, int]:

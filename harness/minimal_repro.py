@@ -469,7 +469,8 @@ def call_source(call: Call, x: str, case: Case) -> str:
     args, kwargs = call.arguments(source, lambda parameter, role: fixed[parameter] if role == FIXED else values[role],
                                   passing)
     args += [f"{parameter}={value}" for parameter, value in kwargs.items()]
-    made = f"{'target.apply' if call.apply else 'target'}({', '.join(args)})"
+    function = "target.apply" if call.apply else "target"
+    made = f"{f'torch.compile({function})' if call.compiled else function}({', '.join(args)})"
     # a target that fills the list and returns None gives the list, as Call.invoke reads it
     return f"(lambda out: outs if out is None else out)({made})" if "output_list" in call.roles else made
 

@@ -38,6 +38,9 @@ from harness.outputs import OUTPUTS
 DEFAULT_TIMEOUT_S = 10.0
 #: How many times its timeout a case whose ranks are still busy may take (:class:`harness.watch.Watch`).
 PATIENCE = 5.0
+#: How many times a case's timeout a rank inside ``torch.compile`` may take (``harness.watch``): a
+#: first inductor compile takes seconds to minutes on a CPU, and it is the compiler's time.
+COMPILE_PATIENCE = 30.0
 #: ``report``: examples per variant, and a per-case timeout shorter than ``check``'s: a correct
 #: case takes milliseconds, and every hanging example costs this much, again at each shrink step.
 REPORT_MAX_EXAMPLES = 60
@@ -177,6 +180,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("kwargs", "a fixed argument passed to TARGET on every call, e.g. --kwarg sync_grads=True (repeatable; the "
                      "value is a Python literal: True, 3, 'text', (1, 2), None)", (), metavar="NAME=LITERAL",
            kind="repeat", section="contract", flag="kwarg"),
+    Option("compile", "call TARGET through torch.compile (its default backend), one compiled wrapper per target, "
+                      "judged against the same reference: compile-only bugs are found and named so", False,
+           kind="switch", section="contract"),
     Option("bits", "waive bit identity (signed zeros, NaN payloads, bool bytes): values must still be equal, NaN to "
                    "NaN and -0.0 to +0.0 (for gathers built with arithmetic)", True, kind="waivable",
            section="contract"),

@@ -124,8 +124,18 @@ def _no_answer(target: str, failed: RankCallFailed, when: str) -> TargetError:
 
 
 def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s: float) -> Probe:
-    """Plan the call, then run the probe cases; see the module docstring."""
-    call = plan(pool, target, contract)
+    """Plan the call, then run the probe cases; see the module docstring.  The probe's calls are no
+    case's history: the search starts from a fresh module on every set the probe ran on (once, at
+    the end: a compiled target compiles again after each fresh start)."""
+    call = replace(plan(pool, target, contract), compiled=contract.compile)
+    try:
+        return _probe(pool, target, contract, dtype, call, timeout_s)
+    finally:
+        for world in probe_world_sizes(contract):
+            pool.forget_state(probe_case(contract, world, dtype, "tensor"))
+
+
+def _probe(pool: Pool, target: str, contract: Contract, dtype: str, call: Call, timeout_s: float) -> Probe:
     contract, relayout_notes = _relayout(call, contract, target)
     _check_split_roles(call, contract, target)
     chosen = contract.groups is not None  # --groups: an optional group is always passed, as asked
@@ -146,7 +156,6 @@ def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s:
             made[call.describe(pass_group=case.passes_group)] = None
             outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s,
                                detect=True, declared=declared, requires_grad=graded)
-            pool.forget_state(case)  # the probe's call is no case's history: the search starts from a fresh module
             if dimless and outcome.errors and not outcome.fault:
                 outcome = _on_every_dim(pool, target, call, contract, outcome, declared, graded, timeout_s)
             if not tried_the_collective and (outcome.fault or outcome.errors or _not_a_gathers_shape(outcome)):
@@ -227,7 +236,6 @@ def _dims_it_fits(pool: Pool, target: str, call: Call, contract: Contract, dtype
     for dim in range(len(shape)):
         case = probe_case(contract, world, dtype, output, passes_group=bool(contract.groups), shape=shape, dim=dim)
         outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s)
-        pool.forget_state(case)  # a question to the target, not a case: no history for the search
         if outcome.fault and outcome.fault != "exception":  # a hang or crash is told once, not waited out per dim
             return outcome
         if not outcome.fault and not outcome.errors and _shapes_fit(outcome):
@@ -260,7 +268,6 @@ def _on_every_dim(pool: Pool, target: str, call: Call, contract: Contract, raise
                           shape=shape, dim=0)
         outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s, detect=True,
                            declared=declared, requires_grad=graded)
-        pool.forget_state(case)
         if not outcome.fault and not outcome.errors:
             return outcome
     return raised

@@ -20,6 +20,7 @@ the other embedded modules (``case``, ``conventions``), relatively.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -209,9 +210,11 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
     result = RankResult(rank=rank, device=device)
     phase = "setup"
     baseline: tuple[int, int] | None = None  # taken once the groups are made: their connections are the harness's
+    compiled_before = 0
     try:
         group = group_for(case, rank)
         baseline = _process_resources()
+        compiled_before = compiles()
         if case.idle(rank):
             result.idle = True
             return result
@@ -256,7 +259,8 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         record_error(result, exc, phase)
     finally:
         restore_globals()
-        result.leaked = (_leaks(baseline) if baseline is not None else []) + (
+        compiled = compiles() != compiled_before  # a compile's workers are torch's, kept for the next compile
+        result.leaked = ([] if baseline is None or compiled else _leaks(baseline)) + (
             _device_left_broken(device) if result.error else [])
     return result
 
@@ -377,6 +381,14 @@ def _process_resources() -> tuple[int, int]:
     """Threads and file descriptors open, less those of the harness's groups (:data:`_MADE`)."""
     threads, fds = _all_resources()
     return threads - _MADE[0], fds - _MADE[1]
+
+
+def compiles() -> int:
+    """How many frames ``torch.compile`` has compiled in this process (dynamo's own count; 0 where
+    dynamo was never imported): a case that compiled leaves the compiler's worker threads and
+    pipes behind by design, so they are no leak of the target's."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    return 0 if dynamo is None else sum(dynamo.counters["frames"].values())
 
 
 def _leaks(baseline: tuple[int, int]) -> list[str]:

@@ -80,6 +80,9 @@ LEDGER_BYTES = 4096
 RETURNED = " (returned)"
 #: In a rank's counts line during a batch: the index of the case it is on (never a group's peers).
 BATCH_CASE = "case"
+#: The ledger's count that says the rank is inside ``torch.compile`` (1) or not (absent): a rank
+#: waiting on its compiler, or on a peer's compile lock, is busy, not hung.
+COMPILING = "compiling"
 #: The last line of a ledger: ``~`` and the CRC-32 of everything before it, in hex.
 _CHECK = "\n~"
 _CHECK_BYTES = len(_CHECK) + 8

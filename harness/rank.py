@@ -29,6 +29,7 @@ from harness import targets
 from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest, record_error, run_case
 from harness.protocol import (
     BATCH_CASE,
+    COMPILING,
     Entered,
     Ledger,
     RankInit,
@@ -97,6 +98,7 @@ class CollectiveLog:
         self.counts: dict[str, int] = {}
         self.bytes_sent = 0
         self.returned = False
+        self.compiling = False
 
     @property
     def latest(self) -> str:
@@ -119,7 +121,31 @@ class CollectiveLog:
         self._publish()
 
     def _counted(self) -> dict[str, int]:
-        return self.counts if self.case is None else {**self.counts, BATCH_CASE: self.case}
+        marks = ({} if self.case is None else {BATCH_CASE: self.case}) | ({COMPILING: 1} if self.compiling else {})
+        return {**self.counts, **marks} if marks else self.counts
+
+    def compile_started(self, *_: Any) -> None:
+        """``torch.compile`` began (a dynamo callback): the controller's hang watch waits for a
+        compiler, which sleeps in its subprocesses and file locks, as for a busy rank."""
+        self._mark_compiling(True)
+
+    def compile_ended(self, *_: Any) -> None:
+        self._mark_compiling(False)
+
+    def _mark_compiling(self, compiling: bool) -> None:
+        self.compiling = compiling
+        self.body = ledger_body(self.lines, self._counted())
+        self._publish()
+
+    def watch_compiles(self) -> None:
+        """Have dynamo say when this rank compiles (torch 2.4 on: ``torch._dynamo.callback``; the
+        callbacks take no arguments on older releases, a ``CallbackArgs`` on newer ones)."""
+        try:
+            from torch._dynamo.callback import callback_handler
+        except ImportError:  # a torch without dynamo's callbacks: a compile looks like any busy rank
+            return
+        callback_handler.register_start_callback(self.compile_started)
+        callback_handler.register_end_callback(self.compile_ended)
 
     def enter(self, name: str, args: tuple, kwargs: dict[str, Any], payload_index: int | None) -> None:
         payload = args[payload_index] if payload_index is not None and len(args) > payload_index else None
@@ -206,6 +232,7 @@ def serve(conn: Connection, log: CollectiveLog) -> bool:
     ranks torchrun starts for a remote driver (``harness.remote``) join their group their
     own way, then serve here.
     """
+    log.watch_compiles()
     handlers = {"run": functools.partial(on_run, log), "call": functools.partial(on_call, log),
                 "batch": functools.partial(on_batch, log)}
     while True:

@@ -24,11 +24,22 @@ from typing import Any, Protocol
 
 from harness import rank as rank_module
 from harness.case import Case
-from harness.errors import PoolError, RankCallFailed
+from harness.errors import CompileTimeout, PoolError, RankCallFailed
 from harness.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
 from harness.machine import group_timeout_s
+from harness.options import COMPILE_PATIENCE
 from harness.procedure import BatchRequest, BatchSummary, RankResult, RunRequest
-from harness.protocol import BATCH_CASE, LEDGER_BYTES, RankInit, encode, last_entered, read_slot, receive, send
+from harness.protocol import (
+    BATCH_CASE,
+    COMPILING,
+    LEDGER_BYTES,
+    RankInit,
+    encode,
+    last_entered,
+    read_slot,
+    receive,
+    send,
+)
 from harness.watch import WINDOW_S, Watch, usage
 
 #: How long the other ranks may take to finish once one rank has raised or died, unless they are
@@ -304,14 +315,14 @@ class RankSet:
         known = len(summaries) + len(where) == len(results) and None not in where
         passed = min([summary.passed for summary in summaries] + [n for n in where if n is not None]) if known else None
         kept = len(summaries) == len(results) and in_step(results) and not any(
-            res is not None and (res.leaked or res.unrecorded) for res in results)
-        if kept and passed == len(requests):
+            res is not None and res.leaked for res in results)
+        if kept and passed == len(requests):  # in step by the backend's own counts, functional collectives included
             self.history += [(request.case, request.repeat) for request in requests]
             if len(self.history) >= MAX_BATCH_HISTORY:
                 self.kill()  # the next batch on fresh ranks: a history to replay stays short, the driver's memory bounded
             return BatchRun(passed, before, *_summed(summaries, passed))
         fault = classify(results, self._dead(), Ledgers(self.last, layout))[0]
-        if kept:
+        if kept and not any(res is not None and res.unrecorded for res in results):
             self.reload_next = True
         else:
             self.kill()
@@ -379,7 +390,7 @@ class RankSet:
         started = time.monotonic()
         deadline = started + timeout_s
         ledgers = Ledgers(self.last, layout)
-        watch = Watch(self._usage, started, timeout_s)  # not kept: it holds this set (a cycle only the GC would free)
+        watch = Watch(self._usage, started, timeout_s, self._compiling)  # not kept: it holds this set (a GC cycle)
         ended = False  # a rank has raised or died: the others have the grace
         on = self._batch_cases()  # in a batch: the case each rank is on; each case has the whole timeout
         while pending:
@@ -412,7 +423,16 @@ class RankSet:
                     break
                 deadline = later
         self.waited = watch.verdict
+        if watch.out_of_compile_time:
+            self.kill()
+            raise CompileTimeout(f"a case ran out of time while the target was compiling ({watch.verdict}): no "
+                                 f"verdict on it; give the compiler more time with --timeout SECONDS (timeout= "
+                                 f"from Python): a rank may compile for {COMPILE_PATIENCE:g} x a case's timeout")
         return results
+
+    def _compiling(self, ranks: list[int]) -> bool:
+        """Whether any of ``ranks`` is inside ``torch.compile``, by its ledger."""
+        return any(read_slot(self.last[r]).counts.get(COMPILING) for r in ranks)
 
     def _batch_cases(self) -> tuple[int | None, ...]:
         """Which case of a batch each rank has published it is on (``None`` outside a batch)."""

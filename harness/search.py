@@ -396,8 +396,23 @@ class _Session:
         replay = self.replayer()
         for finding in findings:
             confirm.confirm(finding, replay)
+            if self.call.compiled and finding.attributed():
+                finding.condition = "; ".join(filter(None, (finding.condition, self._compile_only(finding))))
         self.unattributed += [finding for finding in findings if not finding.attributed()]
         return [finding for finding in findings if finding.attributed()]
+
+    def _compile_only(self, finding: Finding) -> str:
+        """Under ``--compile``: whether the finding's case passes when the target is called
+        eagerly, on fresh ranks after the same history (then the bug is the compiled code's)."""
+        eager = replace(self.call, compiled=False)
+        self.pool.fresh(finding.case)
+        for earlier, repeat in finding.history:
+            self.pool.run(earlier, self.target, call=eager, repeat=repeat, timeout=self.config.timeout_s)
+        outcome = self.pool.run(finding.case, self.target, call=eager, repeat=True, timeout=self.config.timeout_s)
+        self.pool.fresh(finding.case)
+        if outcome.fault or check_outcome(outcome, bits=self.bits):
+            return ""
+        return "compile-only: the same case passes when the target is called eagerly (without --compile)"
 
     def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]], *,
                source: str = STRATA) -> list[Finding]:

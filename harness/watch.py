@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from harness.options import PATIENCE
+from harness.options import COMPILE_PATIENCE, PATIENCE
 
 #: How often the controller reads the ranks' collective ledgers while it waits for them: often
 #: at first (a desync shows within milliseconds), then less so.
@@ -36,13 +36,40 @@ def usage(pid: int) -> tuple[float, bool] | None:
     """A process's CPU seconds so far and whether any of its threads is running, runnable or in
     a disk wait (a collective's work runs on the backend's threads while the main one waits; a
     fresh rank's first call can page in libraries), from ``/proc``; ``None`` where the system
-    does not say."""
+    does not say.  Its child processes count as its own (reaped ones by their CPU time, live
+    ones by theirs and their state): a rank waiting on a compiler it started is busy."""
     try:
         whole = _stat_fields(f"/proc/{pid}/stat")
         threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
     except (OSError, ValueError):
         return None
-    return (int(whole[11]) + int(whole[12])) * _TICK_S, any(fields[0] in WORKING for fields in threads)
+    cpu = sum(int(whole[field]) for field in (11, 12, 13, 14)) * _TICK_S  # utime, stime, cutime, cstime
+    working = any(fields[0] in WORKING for fields in threads)
+    for child in _descendants(pid):
+        cpu += (int(child[11]) + int(child[12])) * _TICK_S
+        working = working or child[0] in WORKING
+    return cpu, working
+
+
+def _descendants(pid: int) -> list[list[str]]:
+    """The stat fields of every live process below ``pid`` (compilers, worker pools), from ``/proc``."""
+    stats: dict[int, list[str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stats[int(name)] = _stat_fields(f"/proc/{name}/stat")
+            except (OSError, ValueError):  # gone meanwhile
+                continue
+    below, found = {pid}, []
+    grew = True
+    while grew:  # parents before children, whatever order their pids came in
+        grew = False
+        for child, fields in stats.items():
+            if child not in below and int(fields[1]) in below:
+                below.add(child)
+                found.append(fields)
+                grew = True
+    return found
 
 
 def _stat_fields(path: str) -> list[str]:
@@ -62,13 +89,19 @@ class Watch:
     disk.  So when the deadline comes and ranks have not returned, they are looked at over the
     last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
     timeout; idle ones are stuck, and the case is a hang (one that sleeps costs no
-    more than its timeout).
+    more than its timeout).  A rank inside ``torch.compile`` (``compiling``, read off the ranks'
+    ledgers) is busy whatever it looks like, up to :data:`COMPILE_PATIENCE` times the timeout;
+    one still compiling then is :attr:`out_of_compile_time`, never a hang.
     """
 
-    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout_s: float) -> None:
-        self.look = look
+    def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout_s: float,
+                 compiling: Callable[[list[int]], bool] = lambda ranks: False) -> None:
+        self.look, self.compiling = look, compiling
         self.started, self.timeout_s = started, timeout_s
         self.cap = started + max(timeout_s * PATIENCE, timeout_s + 2 * WINDOW_S)
+        self.compile_cap = started + timeout_s * COMPILE_PATIENCE
+        #: The wait ended on ranks still compiling: the case never ran.
+        self.out_of_compile_time = False
         #: The ranks as last looked at, and when: a verdict needs a whole window since.
         self.before: dict[int, tuple[float, bool] | None] = {}
         self.since: float | None = None
@@ -92,6 +125,13 @@ class Watch:
         if self.since is None or now - self.since < WINDOW_S:
             self.nearly(ranks, now)
             return (self.since or now) + WINDOW_S
+        if self.compiling(ranks):
+            if now < self.compile_cap:
+                return min(now + WINDOW_S, self.compile_cap)
+            self.out_of_compile_time = True
+            self.verdict = (f"still compiling after {now - self.started:.1f} s ({COMPILE_PATIENCE:g} x the "
+                            f"{self.timeout_s:g} s timeout)")
+            return None
         busy = _busy(self.before, after := self._look(ranks))
         self.before, self.since = after, now
         waited = now - self.started
@@ -111,6 +151,8 @@ class Watch:
         window: the deadline and its patience stand whatever this says."""
         if self.settling is None:
             self.settling = (self._look(ranks), now)
+            return False
+        if self.compiling(ranks):
             return False
         before, since = self.settling
         if now - since < SETTLE_S:

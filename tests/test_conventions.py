@@ -162,7 +162,7 @@ MISFIT_PLANS = [
     (f_args, (), True, "names no group parameter, but --groups passes one by name"),
     (f_x_dim, (("sizes", "None"),), False, "--kwarg sizes: f_x_dim(x, dim) takes no parameter 'sizes'"),
     (f_x_dim, (("dim", "0"),), False, "--kwarg dim: the harness passes 'dim' itself in f_x_dim(x, dim) (the gather "
-                                      "dim of each case; --dims 0 checks dim 0 only)"),
+                                      "dim of each case; --dims N checks dim N only)"),
     (f_x_group, (("group", "None"),), False, "--kwarg group: the harness passes 'group' itself"),
     (all_gather_features, (("rank", "0"),), False, "--kwarg rank: the harness passes 'rank' itself"),
     (gather_features, (("world_size", "2"),), False, "--kwarg world_size: the harness passes 'world_size' itself"),

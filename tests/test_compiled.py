@@ -1,0 +1,103 @@
+"""Compiled targets: a compile is never a hang, a compile slower than the budget is said as such,
+and ``--compile`` finds a bug only the compiled code has, named so.
+
+- The hang watch: a rank inside ``torch.compile`` (its ledger says so) is busy however idle it
+  looks, up to ``COMPILE_PATIENCE`` times the timeout; then :class:`CompileTimeout`, exit 2
+  naming ``--timeout``, never a hang of the target (a planted target that never leaves a compile).
+- A rank's children count as its own in the watch's look (a compiler it waits for).
+- A case in which the target compiled leaves torch's compile workers behind: no leak.
+- A correct compiled funcol gather passes at the default timeout, on warm ranks that keep their
+  compiles; a planted compile-only bug is found under ``--compile`` and named compile-only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.case import Case, RankSpec
+from harness.contract import Contract
+from harness.conventions import Call
+from harness.errors import CompileTimeout
+from harness.options import COMPILE_PATIENCE
+from harness.search import run_check
+from harness.watch import WINDOW_S, Watch, usage
+from tests.budgets import CASE_TIMEOUT_S
+
+PLANTED = "tests.planted.conventions"
+
+
+def test_a_compiling_rank_gets_the_compile_budget_and_then_is_no_hang() -> None:
+    idle = (1.0, False)  # asleep in a wait, no CPU: what a rank waiting on its compiler looks like
+    watch = Watch(lambda r: idle, started=0.0, timeout_s=1.0, compiling=lambda ranks: True)
+    assert watch.more_time([0], 1.0) == 1.0 + WINDOW_S  # the first look
+    later = watch.more_time([0], 1.0 + WINDOW_S)
+    assert later is not None and not watch.out_of_compile_time  # idle, yet compiling: more time
+    assert not watch.settled([0], 2.0) and not watch.settled([0], 3.0)  # a peer's error does not end a compile
+    assert watch.more_time([0], COMPILE_PATIENCE + 1.0) is None
+    assert watch.out_of_compile_time and watch.verdict.startswith("still compiling after")
+
+
+def test_an_idle_rank_that_is_not_compiling_is_still_a_hang() -> None:
+    watch = Watch(lambda r: (1.0, False), started=0.0, timeout_s=1.0)
+    watch.more_time([0], 1.0)
+    assert watch.more_time([0], 1.0 + WINDOW_S) is None and not watch.out_of_compile_time
+
+
+def test_a_busy_child_process_makes_its_rank_busy() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        before = usage(os.getpid())
+        time.sleep(0.5)
+        after = usage(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert before is not None and after is not None
+    assert after[1] and after[0] - before[0] > 0.1  # the child's CPU and state are its parent's
+
+
+def test_a_compile_past_its_budget_is_a_compile_timeout_naming_the_flag(pool) -> None:
+    started = time.monotonic()
+    with pytest.raises(CompileTimeout, match=re.escape("give the compiler more time with --timeout SECONDS")):
+        pool.run(Case(ranks=(RankSpec((2,)),) * 2), f"{PLANTED}:compiles_forever", call=Call(), timeout=0.2)
+    assert time.monotonic() - started < 0.2 * COMPILE_PATIENCE + 60  # the budget (and a start), not the group's hour
+    assert pool.run(Case(ranks=(RankSpec((2,)),) * 2), "harness.ragged:all_gather_ragged").fault is None  # healed
+
+
+@pytest.mark.slow
+def test_a_compiled_funcol_gather_passes_at_the_default_timeout(pool) -> None:
+    contract = Contract(ragged=False, dtypes=("float32", "float64"), world_sizes=(1, 2))
+    report = run_check(f"{PLANTED}:compiled_funcol_gather", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
+                       pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert not report.unattributed  # no hang put aside either: a compile is never one
+
+
+@pytest.mark.slow
+def test_compile_finds_a_compile_only_bug_and_names_it(pool) -> None:
+    contract = Contract(ragged=False, dtypes=("float32",), world_sizes=(2, 2), compile=True)
+    report = run_check(f"{PLANTED}:reversed_when_compiled", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
+                       pool=pool, shrink_budget_s=30.0)
+    assert report.convention is not None and report.convention.call.compiled
+    [finding] = report.findings
+    assert finding.property == "values", finding.text()
+    assert "compile-only: the same case passes when the target is called eagerly" in finding.condition
+
+
+def test_the_same_target_passes_eagerly(pool) -> None:
+    report = run_check(f"{PLANTED}:reversed_when_compiled", Contract(ragged=False, dtypes=("float32",),
+                       world_sizes=(2, 2)), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+
+
+def test_a_compiled_call_says_so() -> None:
+    call = Call(name="gather", compiled=True)
+    assert call.describe() == "torch.compile(gather)(x, dim)"
+    assert Contract(compile=True).describe().endswith(" compiled")
