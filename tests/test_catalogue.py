@@ -126,6 +126,8 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
     "megatron_tensor_parallel": (("gradients",), lambda c: c.ranks[0].shape[-1] == 0 and c.world_size >= 2,
                                  "a zero-length last dim: torch.split into 0-long pieces gives one piece, and the "
                                  "backward's input_list[rank] is out of range"),
+    "megatron_tensor_parallel_sum": (("gradients",), lambda c: c.ranks[0].shape[-1] == 0,
+                                     "a zero-length last dim: the backward's reshape(-1, 0) raises"),
     "rs_megatron_tensor_parallel": (("values",), lambda c: c.ranks[0].shape[-1] == 0,
                                     "a zero-length last dim: reshape(-1, 0) raises on every rank, W = 1 included"),
     **{name: (("values",), is_complex, "raises 'Invalid scalar type' on complex (gloo, funcol all_to_all_single)")

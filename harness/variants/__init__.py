@@ -385,6 +385,13 @@ CATALOGUE: tuple[VariantSpec, ...] = (
         "rank's piece of the last dim (local).",
     ),
     VariantSpec(
+        "megatron_tensor_parallel_sum",
+        "harness.variants.megatron:all_gather_last_dim_from_tensor_parallel_region",
+        _claim(ragged=False, dims="-1", grad="sum"),
+        "Megatron-LM `all_gather_last_dim_from_tensor_parallel_region`: the same forward; backward "
+        "reduce-scatters the cotangents along the last dim (sum).",
+    ),
+    VariantSpec(
         "ours_sum",
         "harness.ragged:all_gather_ragged",
         _claim(ragged=True, dims="any", grad="sum"),

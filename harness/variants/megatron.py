@@ -1,10 +1,11 @@
-"""Megatron-LM's tensor-parallel gather of the last dim, as written.
+"""Megatron-LM's tensor-parallel gathers of the last dim, as written.
 
 ``megatron/core/tensor_parallel/mappings.py`` at the commit named in
 :mod:`harness.variants.neighbours` (which holds its reduce-scatters, all-to-all and the shared
 ``_gather_along_last_dim``), and ``split_tensor_along_last_dim`` from ``tensor_parallel/utils.py``.
-The public wrapper takes no dim: it always gathers the last one.  Its backward keeps this
-rank's piece of the cotangent (the ``local`` contract of a replicated activation).  Glue, as for
+The public wrappers take no dim: they always gather the last one.  One's backward keeps this
+rank's piece of the cotangent (the ``local`` contract of a replicated activation), the other's
+reduce-scatters the cotangents (``sum``).  Glue, as for
 the neighbours: the group lookup becomes the ``group`` argument (the world when ``None``);
 ``symbolic`` (ONNX) is left out.
 """
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.variants.neighbours import _gather_along_last_dim
+from harness.variants.neighbours import _gather_along_last_dim, _reduce_scatter_along_last_dim
 from harness.variants.torch_paths import _pg
 
 
@@ -75,3 +76,29 @@ def gather_from_tensor_model_parallel_region(
     not W, and ``input_list[rank]`` is out of range on every rank but the first).
     """
     return _GatherFromModelParallelRegion.apply(input_, _pg(group))
+
+
+class _AllGatherFromTensorParallelRegion(torch.autograd.Function):
+    """Gather the input from model parallel region and concatenate."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        """Forward function."""
+        ctx.group = group
+        return _gather_along_last_dim(input_, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Backward function."""
+        return _reduce_scatter_along_last_dim(grad_output, ctx.group), None
+
+
+def all_gather_last_dim_from_tensor_parallel_region(
+    input_: torch.Tensor, group: dist.ProcessGroup | None = None
+) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: AG <last dim>, backward: RS <last dim>" (the ``sum`` contract).
+
+    Measured: values and gradients right for equal shapes on any group; a zero-length last dim
+    makes the backward raise (``reshape(-1, 0)`` in ``_reduce_scatter_along_last_dim``).
+    """
+    return _AllGatherFromTensorParallelRegion.apply(input_, _pg(group))
