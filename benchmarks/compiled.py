@@ -5,7 +5,7 @@ Run from the repository root::
     python benchmarks/compiled.py                  # 100 examples, W=1-4, float dtypes
     python benchmarks/compiled.py --max-examples 40
 
-The gather is the functional all_gather along dim 0 (``tests/planted/conventions.py``): called
+The gather is the functional all_gather along dim 0 (``examples/compiled.py``): called
 eagerly, called through ``--compile``, and written compiled (``torch.compile`` in its own module).
 Each row is one ``python -m harness check`` in a fresh process, with inductor's cache in a fresh
 folder (the first compile of each graph is paid, as on a new machine) and the verdict it gave;
@@ -23,9 +23,9 @@ import tempfile
 import time
 
 TARGETS = {  # row -> (target, extra flags)
-    "eager": ("tests/planted/conventions.py:funcol_gather", ["--dims", "0"]),
-    "--compile": ("tests/planted/conventions.py:funcol_gather", ["--dims", "0", "--compile"]),
-    "written compiled": ("tests/planted/conventions.py:compiled_funcol_gather", []),
+    "eager": ("examples/compiled.py:funcol_gather", ["--dims", "0"]),
+    "--compile": ("examples/compiled.py:funcol_gather", ["--dims", "0", "--compile"]),
+    "written compiled": ("examples/compiled.py:compiled_funcol_gather", []),
 }
 
 

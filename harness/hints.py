@@ -130,13 +130,17 @@ def de_facto_note(report: CheckReport) -> str:
     beside a failure, and on a pass only where it falls short of a contract the user may need.
 
     A check of ``--grad local`` whose gradients are never the sum passes, and is still the wrong
-    contract for a loss computed on every rank from the gathered batch: the note says so.
+    contract for a loss computed on every rank from the gathered batch: the note says so, unless
+    the target takes a group, as the tensor- and sequence-parallel gathers of activations do,
+    whose ``local`` backward is their design.
     """
     semantics = report.de_facto_semantics()
     if report.contract.grad == "none" or semantics == "n/a":
         return ""
     met = semantics.split("=")
-    short_of_sum = report.contract.grad == "local" and "sum" not in met and report.contract.collective == "gather"
+    parallel = report.convention is not None and report.convention.call.takes_group
+    short_of_sum = (report.contract.grad == "local" and "sum" not in met and report.contract.collective == "gather"
+                    and not parallel)
     if report.verdict == "pass" and not short_of_sum:
         return ""
     note = (f"de facto gradient: {semantics} (what the gradients matched in all {report.graded_cases} case(s) that "

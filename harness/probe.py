@@ -23,6 +23,7 @@ without it) at each world size: both calls are made in the search, so both must 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -290,6 +291,14 @@ def _check_differentiable(ran: list[Outcome], contract: Contract, call: Call) ->
     if any(res.output_requires_grad for outcome in ran for res in _members(outcome)):
         return
     worlds = " and ".join(f"W={world}" for world in dict.fromkeys(outcome.case.world_size for outcome in ran))
+    given = {name for name, _ in contract.kwargs}
+    switch = next((name for name in re.findall(r"(\w*grad\w*)(?::[^,=)]*)?=False", call.signature)
+                   if name not in given), "")
+    if switch:
+        raise UsageError(f"--grad {contract.grad}: the result of {call.describe()} requires grad on none of the "
+                         f"probe's cases ({worlds}): did you mean --kwarg {switch}=True (kwargs={{{switch!r}: True}} "
+                         f"from Python)? {call.signature} switches gradients off by default; to check it as it is, "
+                         f"use --grad none")
     raise UsageError(f"--grad {contract.grad}: the result of {call.describe()} requires grad on none of the probe's "
                      f"cases ({worlds}, an input that requires grad): it is not differentiable (torch.no_grad, "
                      f".detach(), a collective without autograd); check it with --grad none (grad=\"none\" from "

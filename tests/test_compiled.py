@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,7 @@ from harness.watch import WINDOW_S, Watch, usage
 from tests.budgets import CASE_TIMEOUT_S
 
 PLANTED = "tests.planted.conventions"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_compiling_rank_gets_the_compile_budget_and_then_is_no_hang() -> None:
@@ -74,7 +76,7 @@ def test_a_compile_past_its_budget_is_a_compile_timeout_naming_the_flag(pool) ->
 @pytest.mark.slow
 def test_a_compiled_funcol_gather_passes_at_the_default_timeout(pool) -> None:
     contract = Contract(ragged=False, dtypes=("float32", "float64"), world_sizes=(1, 2))
-    report = run_check(f"{PLANTED}:compiled_funcol_gather", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
+    report = run_check(f"{ROOT}/examples/compiled.py:compiled_funcol_gather", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
                        pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
     assert not report.unattributed  # no hang put aside either: a compile is never one
@@ -83,7 +85,7 @@ def test_a_compiled_funcol_gather_passes_at_the_default_timeout(pool) -> None:
 @pytest.mark.slow
 def test_compile_finds_a_compile_only_bug_and_names_it(pool) -> None:
     contract = Contract(ragged=False, dtypes=("float32",), world_sizes=(2, 2), compile=True)
-    report = run_check(f"{PLANTED}:reversed_when_compiled", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
+    report = run_check(f"{ROOT}/examples/compiled.py:fast_path_when_compiled", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
                        pool=pool, shrink_budget_s=30.0)
     assert report.convention is not None and report.convention.call.compiled
     [finding] = report.findings
@@ -92,7 +94,7 @@ def test_compile_finds_a_compile_only_bug_and_names_it(pool) -> None:
 
 
 def test_the_same_target_passes_eagerly(pool) -> None:
-    report = run_check(f"{PLANTED}:reversed_when_compiled", Contract(ragged=False, dtypes=("float32",),
+    report = run_check(f"{ROOT}/examples/compiled.py:fast_path_when_compiled", Contract(ragged=False, dtypes=("float32",),
                        world_sizes=(2, 2)), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
 

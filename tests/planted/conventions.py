@@ -303,35 +303,6 @@ def hangs_on_a_2d_input(x, group=None):
 # -- compiled code ---------------------------------------------------------------------------------
 
 
-def reversed_when_compiled(x, dim):
-    """Right when called eagerly; under torch.compile a "fast path" lists the ranks in reverse."""
-    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-    dist.all_gather(pieces, x.contiguous())
-    if torch.compiler.is_compiling():
-        pieces = pieces[::-1]
-    return torch.cat(pieces, dim)
-
-
-def funcol_gather(x, dim, group=None):
-    """The functional all_gather along any dim, eager: run under --compile to check it compiled."""
-    import torch.distributed._functional_collectives as funcol
-
-    return funcol.all_gather_tensor(x.contiguous(), dim, group if group is not None else dist.group.WORLD)
-
-
-_COMPILED_FUNCOL = None
-
-
-def compiled_funcol_gather(x, group=None):
-    """A torch.compile'd funcol gather along dim 0, as compiled tensor-parallel code writes it."""
-    global _COMPILED_FUNCOL
-    if _COMPILED_FUNCOL is None:
-        import torch.distributed._functional_collectives as funcol
-
-        _COMPILED_FUNCOL = torch.compile(lambda t, g: funcol.all_gather_tensor(t, 0, g))
-    return _COMPILED_FUNCOL(x.contiguous(), group if group is not None else dist.group.WORLD)
-
-
 def compiles_forever(x, dim):
     """Inside torch.compile (by dynamo's own callbacks) and never out: a compiler slower than any timeout."""
     from torch._dynamo.callback import callback_handler
