@@ -132,7 +132,7 @@ def plan(args: argparse.Namespace) -> list[Entry]:
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
     on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes,
-                  "bits": contract.bits}
+                  "bits": contract.bits, "compile": contract.compile}  # how they run, not what they claim
     return [_catalogue_entry(spec, spec.contract.with_(**on_backend)) for spec in specs]
 
 

@@ -375,7 +375,8 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
     # without the switch the result never requires grad: the contract's mistake (exit 2), not a finding
     with pytest.raises(UsageError, match=r"^--grad sum: the result of all_gather\(x, group=group\) requires grad "
-                                         r"on none of the probe's cases \(W=1 and W=2, "):
+                                         r"on none of the probe's cases \(W=1 and W=2\): did you mean --kwarg "
+                                         r"sync_grads=True \(kwargs=\{'sync_grads': True\} from Python\)\? "):
         run_check(target, Contract(grad="sum"), max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool)
 
 

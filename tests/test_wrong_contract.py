@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -89,12 +88,6 @@ def test_a_local_gradient_passes_and_says_what_a_contrastive_loss_needs(pool: Lo
     assert note.startswith("de facto gradient: local (what the gradients matched in all ") and "returned them" in note
     assert note.endswith("the contract you need is --grad sum, which this target does not deliver")
     assert report.to_json()["de_facto_gradient"] == "local"
-
-
-def test_a_keyword_that_switches_gradients_off_is_named(pool: LocalPool) -> None:
-    with pytest.raises(UsageError, match=re.escape("did you mean --kwarg sync_grads=True (kwargs={'sync_grads': True} "
-                                                   "from Python)?")):
-        check_gather(f"{ROOT}/examples/sync_grads.py:all_gather", grad="sum", max_examples=10)
 
 
 def test_a_tensor_parallel_gather_of_activations_gets_no_contrastive_suggestion(pool: LocalPool) -> None:
