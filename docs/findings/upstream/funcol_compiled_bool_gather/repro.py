@@ -53,8 +53,14 @@ def local_input(rank, dtype):
     return torch.tensor([1, 0, 1, 1]).add(rank).remainder(2).to(dtype)
 
 
+def reduce_input(rank, dtype):
+    # [1, 1, 0, 0] on rank 0, [1, 1, 1, 0] on rank 1: ones meet, so a sum in int64 gives 2
+    return torch.tensor([1, 1, rank % 2, 0]).to(dtype)
+
+
 def collectives(world):
-    """name -> (fn(x) to run, fn(xs) giving the expected result from every rank's input)."""
+    """name -> (fn(x) to run, fn(xs) giving the expected result from every rank's input,
+    input(rank, dtype))."""
     group = dist.group.WORLD
 
     def c10d_gather_into_tensor(x):
@@ -71,13 +77,13 @@ def collectives(world):
     n = 4 // world
     return {
         "funcol.all_gather_tensor(x, 0, WORLD)": (
-            lambda x: funcol.all_gather_tensor(x, 0, group), torch.cat),
-        "dist.all_gather_into_tensor(out, x)": (c10d_gather_into_tensor, torch.cat),
+            lambda x: funcol.all_gather_tensor(x, 0, group), torch.cat, local_input),
+        "dist.all_gather_into_tensor(out, x)": (c10d_gather_into_tensor, torch.cat, local_input),
         "funcol.broadcast(x, 0, WORLD)": (
-            lambda x: funcol.broadcast(x, 0, group), lambda xs: xs[0]),
+            lambda x: funcol.broadcast(x, 0, group), lambda xs: xs[0], local_input),
         "funcol.reduce_scatter_tensor(x, 'sum', 0, WORLD)": (
             lambda x: funcol.reduce_scatter_tensor(x, "sum", 0, group),
-            lambda xs: added(xs)[dist.get_rank() * n:(dist.get_rank() + 1) * n]),
+            lambda xs: added(xs)[dist.get_rank() * n:(dist.get_rank() + 1) * n], reduce_input),
     }
 
 
@@ -97,10 +103,9 @@ def run_case(fn, backend, x):
 def check(rank, world):
     """(status, entries): every collective x dtype x backend; an entry is (text, traceback or None)."""
     status, entries = OK, []
-    xs_by_dtype = {dtype: [local_input(r, dtype) for r in range(world)] for dtype in DTYPES}
-    for name, (fn, expect) in collectives(world).items():
+    for name, (fn, expect, make_input) in collectives(world).items():
         for dtype in DTYPES:
-            xs = xs_by_dtype[dtype]
+            xs = [make_input(r, dtype) for r in range(world)]
             expected = expect(xs)
             verdicts, tbs = {}, []
             for backend in BACKENDS:
@@ -158,7 +163,8 @@ def run_rank():
     worst = max(s for s, _ in reports)
     if rank == 0:
         print(f"torch {torch.__version__}, backend gloo, {world} ranks; x = ([1, 0, 1, 1] + rank) % 2 "
-              f"as dtype; compiled with fullgraph=True; 'eager' = not compiled")
+              "as dtype (reduce-scatter: [1, 1, rank % 2, 0]); compiled with fullgraph=True; "
+              "'eager' = not compiled")
         print_reports(reports)
         print({OK: "\nnot reproduced", REPRODUCED: "\nREPRODUCED", BROKEN: "\ncould not check"}[worst])
     dist.destroy_process_group()
