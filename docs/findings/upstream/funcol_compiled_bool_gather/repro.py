@@ -1,18 +1,19 @@
 """torch.compile(backend="inductor") turns a bool functional all-gather into an int64 one.
 
 torch.distributed._functional_collectives.all_gather_tensor(x, 0, group) on a bool x returns
-int64 (values 0/1, right shape) when compiled with the inductor backend; eager, and the "eager" /
-"aot_eager" backends, return bool. uint8 and int8 are right everywhere (controls). The same script
-checks the other functional collectives whose inductor lowering takes an int argument
-(funcol.broadcast: src; funcol.reduce_scatter_tensor: group_size) and the c10d in-place form
-dist.all_gather_into_tensor(out, x), which Dynamo rewrites into out.copy_(funcol all-gather).
-Every case is judged against a value computed locally (torch.cat, xs[src], an elementwise add);
-a case whose eager call itself fails is printed as not applicable.
+int64 (values 0/1, right shape) when compiled with the inductor backend; eager, and the
+"aot_eager" backend, return bool. uint8 and int8 are right everywhere (controls). The script also
+checks the other collectives whose inductor lowering takes an int argument besides the tensor:
+funcol.broadcast (src), funcol.reduce_scatter_tensor (group_size; there the int64 sum also
+changes the values: 2 where eager gives True), and the c10d in-place form
+dist.all_gather_into_tensor(out, x), which Dynamo rewrites into the functional all-gather.
+Every result is judged against a value computed locally (torch.cat, xs[src], an elementwise add
+in the input's dtype); a case whose eager call fails is printed and not counted.
 
 Run:  torchrun --standalone --nproc-per-node 2 repro.py      or      python repro.py   (starts 2 ranks)
 Exit status: 1 = reproduced, 0 = not reproduced, 2 = could not check (see the output).
-torch only; CPU, gloo; needs the C++ compiler inductor uses on CPU. The inductor cache and
-temporary files go to a temporary folder that the script removes.
+torch only; CPU, gloo; needs the C++ compiler inductor uses on CPU; about a minute. The inductor
+cache and temporary files go to a temporary folder that the script removes.
 """
 
 import os
