@@ -46,16 +46,16 @@ from hypothesis import settings
 from harness import capabilities, hints, minimal_repro, profile_names, profiles, repro, targets
 from harness.contract import DTYPE_GROUPS, Contract, parse_dtypes
 from harness.errors import UsageError, check_failed
-from harness.finding import Finding, UnreproducedFaultWarning
+from harness.finding import UnreproducedFaultWarning
 from harness.machine import check_machine, within_gpus
 from harness.options import command_line, default, resolved
-from harness.output import examples_text
+from harness.output import failure_summary, failure_text
 from harness.pool import Pool, shared_pool
 from harness.probe import Probe, probe
 from harness.results import CheckReport, Progress
 from harness.search import SearchSettings, run_check
 from harness.strategies import simplest_first
-from harness.targets import shown_path, shown_target
+from harness.targets import shown_target
 
 DEFAULT_REPRO_DIR = default("repro_dir")
 
@@ -204,7 +204,7 @@ def check_gather(
         warnings.warn(note, stacklevel=_first_frame_outside_harness())
     warn_unattributed(report)
     if report.verdict == "fail":
-        raise check_failed(failure_text(report, options, rerun=rerun_commands(options)), failure_summary(report))
+        raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun_commands(options)), failure_summary(report))
     return report
 
 
@@ -402,53 +402,6 @@ def profile_settings(name: str | None) -> settings:
     return profiles.settings_for(name or profiles.default_name())
 
 
-def failure_text(report: CheckReport, options: CheckOptions, *, rerun: Sequence[str],
-                 how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
-    """The text of a failed check for a test report: the verdict on its first line (pytest's short
-    summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
-    findings = report.findings + report.misuse_findings
-    first = findings[0]
-    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
-    case = first.case
-    script = first.minimal_repro or first.repro or ""
-    lines = [f"gather check failed: {names} ({first.kind}) at W={case.world_size} {case.dtype} dim={case.dim} "
-             f"\u2014 repro: python {shown_path(script)}",
-             f"checked {shown_target(report.target)}: {report.contract.describe()}; {examples_text(report)}, "
-             f"seed {report.seed or 0}"]
-    lines += [f"note: {note}" for note in report.notes]
-    lines += ["", *(finding_text(f, full_stacks=options.full_stacks, how_to_show=how_to_show) + "\n" for f in findings)]
-    lines += [f"{'rerun' if k == 0 else '   or'}: {command}" for k, command in enumerate(rerun)]
-    lines.append(CASE_NOTATION)
-    return "\n".join(lines)
-
-
-def failure_summary(report: CheckReport) -> list[str]:
-    """A failure in a few lines (:func:`~harness.errors.check_failed`): the verdict, then per
-    finding its property, its minimal case and its repro."""
-    findings = report.findings + report.misuse_findings
-    lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "
-             f"(seed {report.seed or 0})"]
-    for finding in findings:
-        script = finding.minimal_repro or finding.repro or ""
-        lines += [f"  {finding.property} ({finding.kind}): {finding.case.describe()}",
-                  *([f"    repro: python {shown_path(script)}"] if script else [])]
-    return lines
-
-
-#: Where a failure's reader learns to read its case line.
-CASE_NOTATION = "how to read a case line: python -m harness explain-case"
-
-
-def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
-    """The property, the minimal case, what each rank got versus the reference, and both repros."""
-    run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
-    lines = [finding.text(full_stacks=full_stacks, how_to_show=how_to_show),
-             f"called as: {finding.call.describe(finding.case.passes_group)}", f"repro: {finding.repro}", f"  run: {run}"]
-    if finding.minimal_repro:
-        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {finding.minimal_repro}")
-    return "\n".join(lines)
-
-
-__all__ = ["CASE_NOTATION", "CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "bind", "bind_contract",
-           "check_command", "check_gather", "execute", "failure_text", "finding_text", "prepare",
+__all__ = ["CheckOptions", "DEFAULT_REPRO_DIR", "GatherNote", "Prepared", "bind", "bind_contract",
+           "check_command", "check_gather", "execute", "prepare",
            "note_warnings", "profile_settings", "remote_pool", "rerun_commands", "target_of", "warn_unattributed"]

@@ -172,8 +172,16 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
 def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     """``check``: validate everything, search, print the verdict; 0 pass, 1 counterexample."""
     from harness import coverage_page
-    from harness.api import CASE_NOTATION, bind, execute, prepare, remote_pool
-    from harness.output import ProgressLine, check_json, check_markdown, finding_dicts, page_header, write_step_summary
+    from harness.api import bind, execute, prepare, remote_pool
+    from harness.output import (
+        CASE_NOTATION,
+        ProgressLine,
+        check_json,
+        check_markdown,
+        finding_dicts,
+        page_header,
+        write_step_summary,
+    )
     from harness.pool import shared_pool
 
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
@@ -231,8 +239,7 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
 def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared) -> str:
     """PASS/FAIL with counts, the notes the header could not give, then every finding with its
     repros, misuse findings apart."""
-    from harness.api import finding_text
-    from harness.output import examples_text
+    from harness.output import examples_text, finding_text
 
     counts = f"{examples_text(result)} ({result.elapsed_s:.1f} s)"
     if result.verdict == "pass":

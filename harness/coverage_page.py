@@ -1,7 +1,7 @@
 """The coverage page: one self-contained HTML file showing what a run tested and where it failed.
 
 One static file, no network, no script: the W x dtype matrix as a heat map (examples per
-cell; a failing cell links to its finding), the other axes of :data:`harness.coverage.AXES`
+cell; a failing cell links to its finding), the other axes of :data:`harness.strategies.space.AXES`
 as bar charts, the findings with their case lines and repro paths, and the run's header.
 Plain HTML and CSS only, so it opens anywhere (a CI artifact, a GPU box's scp'd file).
 
@@ -18,7 +18,8 @@ import os
 from html import escape
 
 from harness import files
-from harness.coverage import AXES, Coverage, Tally, world_label
+from harness.coverage import Coverage, Tally, world_label
+from harness.strategies.space import AXES
 
 #: How often a browser reloads a page whose run is still going.
 REFRESH_S = 30

@@ -44,13 +44,13 @@ SUMMARY_ATTRIBUTE = "gather_summary"
 def check_failed(text: str, summary: list[str]) -> AssertionError:
     """The error a failed check raises: the whole failure as an ``AssertionError`` (pytest shows it
     as one, in few columns: a class of ours would read ``harness.errors...`` before the verdict),
-    carrying the few lines a CI log's end-of-run section shows of it (:func:`failure_summary`)."""
+    carrying the few lines a CI log's end-of-run section shows of it (:func:`summary_of`)."""
     error = AssertionError(text)
     setattr(error, SUMMARY_ATTRIBUTE, summary)
     return error
 
 
-def failure_summary(error: BaseException) -> list[str] | None:
+def summary_of(error: BaseException) -> list[str] | None:
     """The summary lines of an error :func:`check_failed` made; ``None`` for any other error."""
     return getattr(error, SUMMARY_ATTRIBUTE, None)
 

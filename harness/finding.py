@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from harness.case import Case
 from harness.compare import Violation
 from harness.conventions import Call
-from harness.stacks import user_frames
 
 #: Statuses whose findings are facts about every run (the report's table), not about some.
 REPRODUCIBLE = ("confirmed", "history-dependent")
@@ -122,15 +121,6 @@ class Finding:
             return "a rank that died once may have been the machine's doing (killed for memory, say)"
         return ("what is shown above is what the target's own calls did in the search, once: a failure that "
                 "comes and goes")
-
-    def text(self, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
-        """The counterexample as printed: the violations, then the notes.
-
-        Ranks' stacks show the user's frames only, unless ``full_stacks``; ``how_to_show``
-        names the option that shows them all, in the front end's own words.
-        """
-        message = self.message if full_stacks else user_frames(self.message, how_to_show)
-        return "\n".join([message, *self.notes()])
 
     def to_json(self) -> dict:
         return {"property": self.property, "kind": self.kind, "case": self.case.to_dict(),

@@ -44,7 +44,6 @@ from harness.api import (
     Prepared,
     bind_contract,
     execute,
-    finding_text,
     prepare,
     profile_settings,
     remote_pool,
@@ -57,7 +56,7 @@ from harness.coverage import Coverage
 from harness.errors import Exit, Misfit, PoolError, PoolGone, TargetError, UsageError
 from harness.finding import Finding
 from harness.options import FUZZ_DURATION_S, resolved
-from harness.output import ProgressLine
+from harness.output import ProgressLine, finding_text
 from harness.pool import Pool, shared_pool
 from harness.results import Progress
 from harness.variants import CATALOGUE, VariantSpec, by_name

@@ -15,7 +15,10 @@ from typing import TextIO
 
 import torch
 
+from harness.finding import Finding
 from harness.results import CheckReport, Progress
+from harness.stacks import user_frames
+from harness.targets import shown_path, shown_target
 
 #: Off a terminal (CI logs) a progress line is printed at most this often.
 PLAIN_INTERVAL_S = 5.0
@@ -119,7 +122,7 @@ def check_markdown(report: CheckReport) -> str:
         rows = [[f.property, f.kind, f"`{f.case.describe()}`", f"`{f.repro}`"] for f in findings]
         lines += ["", markdown_table(["property", "kind", "minimal case", "repro"], rows)]
         for finding in findings:
-            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding.text(), "```",
+            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding_message(finding), "```",
                       "", "</details>"]
     return "\n".join(lines) + "\n"
 
@@ -154,3 +157,60 @@ def write_step_summary(markdown: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
+
+
+def failure_text(report: CheckReport, *, full_stacks: bool, rerun: Sequence[str],
+                 how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
+    """The text of a failed check for a test report: the verdict on its first line (pytest's short
+    summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
+    findings = report.findings + report.misuse_findings
+    first = findings[0]
+    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
+    case = first.case
+    script = first.minimal_repro or first.repro or ""
+    lines = [f"gather check failed: {names} ({first.kind}) at W={case.world_size} {case.dtype} dim={case.dim} "
+             f"\u2014 repro: python {shown_path(script)}",
+             f"checked {shown_target(report.target)}: {report.contract.describe()}; {examples_text(report)}, "
+             f"seed {report.seed or 0}"]
+    lines += [f"note: {note}" for note in report.notes]
+    lines += ["", *(finding_text(f, full_stacks=full_stacks, how_to_show=how_to_show) + "\n" for f in findings)]
+    lines += [f"{'rerun' if k == 0 else '   or'}: {command}" for k, command in enumerate(rerun)]
+    lines.append(CASE_NOTATION)
+    return "\n".join(lines)
+
+
+def failure_summary(report: CheckReport) -> list[str]:
+    """A failure in a few lines (:func:`~harness.errors.check_failed`): the verdict, then per
+    finding its property, its minimal case and its repro."""
+    findings = report.findings + report.misuse_findings
+    lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "
+             f"(seed {report.seed or 0})"]
+    for finding in findings:
+        script = finding.minimal_repro or finding.repro or ""
+        lines += [f"  {finding.property} ({finding.kind}): {finding.case.describe()}",
+                  *([f"    repro: python {shown_path(script)}"] if script else [])]
+    return lines
+
+
+#: Where a failure's reader learns to read its case line.
+CASE_NOTATION = "how to read a case line: python -m harness explain-case"
+
+
+def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+    """The property, the minimal case, what each rank got versus the reference, and both repros."""
+    run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
+    lines = [finding_message(finding, full_stacks=full_stacks, how_to_show=how_to_show),
+             f"called as: {finding.call.describe(finding.case.passes_group)}", f"repro: {finding.repro}", f"  run: {run}"]
+    if finding.minimal_repro:
+        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {finding.minimal_repro}")
+    return "\n".join(lines)
+
+
+def finding_message(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+    """The counterexample as printed: the violations, then the notes.
+
+    Ranks' stacks show the user's frames only, unless ``full_stacks``; ``how_to_show``
+    names the option that shows them all, in the front end's own words.
+    """
+    message = finding.message if full_stacks else user_frames(finding.message, how_to_show)
+    return "\n".join([message, *finding.notes()])

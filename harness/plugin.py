@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness import files, profiles, targets
-from harness.errors import UsageError, check_failed, failure_summary
+from harness.errors import UsageError, check_failed, summary_of
 from harness.options import OPTIONS, add_to_pytest, option_value
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                                                                                           pytest.TestReport]:
     """A failed check's few summary lines ride on its report (under xdist too) for the end-of-run section."""
     report = yield
-    summary = failure_summary(call.excinfo.value) if call.excinfo is not None else None
+    summary = summary_of(call.excinfo.value) if call.excinfo is not None else None
     if summary is not None:
         report.user_properties.append(("gather_failure", summary))
     return report
@@ -229,9 +229,11 @@ class GatherCheckItem(pytest.Item):
         for note in api.note_warnings(report):  # attributed to the target's own file
             warnings.warn_explicit(note, api.GatherNote, source, 1)
         if report.verdict == "fail":
+            from harness.output import failure_summary, failure_text
+
             rerun = [shlex.join(["pytest", *self.config.invocation_params.args]), api.check_command(options)]
-            raise check_failed(api.failure_text(report, options, rerun=rerun, how_to_show="--gather-full-stacks"),
-                               api.failure_summary(report))
+            raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun,
+                                            how_to_show="--gather-full-stacks"), failure_summary(report))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
@@ -242,7 +244,7 @@ class GatherCheckItem(pytest.Item):
         """
         from harness.errors import Misfit, PoolError, TargetError
 
-        if failure_summary(excinfo.value) is not None or isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
+        if summary_of(excinfo.value) is not None or isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
             return str(excinfo.value)
         if isinstance(excinfo.value, PoolError):  # the harness could not run: no verdict on the target
             return f"harness error: {excinfo.value}"

@@ -30,20 +30,11 @@ from harness import reference as reference_module
 from harness import values as values_module
 from harness.finding import Finding
 from harness.options import DEFAULT_TIMEOUT_S
+from harness.output import finding_message
 
-#: The modules a repro embeds, in the order they import each other (all relatively).
-EMBEDDED: tuple[tuple[str, ModuleType], ...] = (
-    ("errors", errors),
-    ("outputs", outputs),
-    ("contract", contract_module),
-    ("values", values_module),
-    ("case", case_module),
-    ("conventions", conventions),
-    ("procedure", procedure),
-    ("reference", reference_module),
-    ("compare", compare),
-    ("checks", checks),
-)
+#: The modules a repro embeds (they import each other relatively, and only each other).
+EMBEDDED: tuple[ModuleType, ...] = (errors, outputs, contract_module, values_module, case_module, conventions, procedure,
+                                    reference_module, compare, checks)
 
 
 def write(finding: Finding, target: str, directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -80,7 +71,7 @@ def render(finding: Finding, target: str, name: str, timeout_s: float, misuse: b
         torch_version=torch.__version__,
         name=name,
         world=world,
-        message="\n".join(f"#   {line}".rstrip() for line in finding.text().splitlines()),
+        message="\n".join(f"#   {line}".rstrip() for line in finding_message(finding).splitlines()),
         target=repr(target),
         sys_path=repr([os.getcwd()]),
         case_json=repr(finding.case.to_json()),
@@ -91,7 +82,8 @@ def render(finding: Finding, target: str, name: str, timeout_s: float, misuse: b
         property=repr(finding.property),
         misuse=repr(misuse),
         timeout_s=repr(float(timeout_s)),
-        sources="\n".join(f"    {module_name!r}: {_literal(inspect.getsource(module))}," for module_name, module in EMBEDDED),
+        sources="\n".join(f"    {module.__name__!r}: ({hasattr(module, '__path__')}, {_literal(inspect.getsource(module))}),"
+                          for module in EMBEDDED),
     )
 
 
@@ -124,6 +116,7 @@ ${message}
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import json
 import multiprocessing
@@ -250,12 +243,12 @@ def watchdog(seconds: float, rank: int, what: str) -> threading.Timer:
 
 def run_rank(rank: int, world: int) -> int:
     """The harness's procedure on this rank (history first), then the harness's checks."""
-    harness = embedded_harness()
-    case = harness.case.Case.from_json(CASE_JSON)
+    case = embedded("harness.case").Case.from_json(CASE_JSON)
+    procedure, checks = embedded("harness.procedure"), embedded("harness.checks")
     if world != case.world_size:
         say(f"rank {rank}: this case needs {case.world_size} ranks, not {world}")
         return 2
-    call = harness.conventions.Call(**json.loads(CALL_JSON))
+    call = embedded("harness.conventions").Call(**json.loads(CALL_JSON))
     device = f"cuda:{rank % torch.cuda.device_count()}" if case.device == "cuda" else "cpu"
     sys.dont_write_bytecode = True
     try:
@@ -264,16 +257,16 @@ def run_rank(rank: int, world: int) -> int:
         say(f"rank {rank}: importing {TARGET} raised:\n{traceback.format_exc()}")
         return BROKE
     for earlier in json.loads(HISTORY_JSON):
-        before = harness.case.Case.from_dict(earlier["case"])
-        harness.procedure.run_case(request(harness, before, call, earlier["repeat"]), rank, target, device)
-    result = harness.procedure.run_case(request(harness, case, call, REPEAT), rank, target, device)
+        before = embedded("harness.case").Case.from_dict(earlier["case"])
+        procedure.run_case(request(before, call, earlier["repeat"]), rank, target, device)
+    result = procedure.run_case(request(case, call, REPEAT), rank, target, device)
     if MISUSE and result.error and result.error_phase == "forward":
         say(f"rank {rank}: raised, as it should on a misuse case: {result.error_line()}")
         return RAISED
     if MISUSE:
-        violations = [] if result.idle else harness.checks.check_misuse_result(case, result)
+        violations = [] if result.idle else checks.check_misuse_result(case, result)
     else:
-        violations = harness.checks.check_result(case, result, bits=BITS)
+        violations = checks.check_result(case, result, bits=BITS)
     for violation in violations:
         say(violation.describe())
     if not violations:
@@ -281,10 +274,10 @@ def run_rank(rank: int, world: int) -> int:
     return BROKE if violations else MATCHED
 
 
-def request(harness: types.ModuleType, case, call, repeat: bool):
+def request(case, call, repeat: bool):
     """The request the harness sent for ``case``: the same call, backward and repeat calls."""
-    differentiable = case.grad != "none" and case.dtype in harness.contract.DIFFERENTIABLE_DTYPES
-    return harness.procedure.RunRequest(case=case, target=TARGET, call=call, check_grad=differentiable,
+    differentiable = case.grad != "none" and case.dtype in embedded("harness.contract").DIFFERENTIABLE_DTYPES
+    return embedded("harness.procedure").RunRequest(case=case, target=TARGET, call=call, check_grad=differentiable,
                                         repeat=repeat and not MISUSE)
 
 
@@ -308,30 +301,39 @@ def load_target():
 PACKAGE = "gather_harness_repro"
 
 
-def embedded_harness() -> types.ModuleType:
-    """The embedded modules below as the private package ``gather_harness_repro``.
-
-    They import each other relatively, so they find each other there and never touch an
-    installed ``harness`` package a target may import.
-    """
-    if PACKAGE in sys.modules:
-        return sys.modules[PACKAGE]
-    root = types.ModuleType(PACKAGE)
-    root.__path__ = []
-    sys.modules[PACKAGE] = root
-    for name, source in SOURCES.items():
-        full = f"{PACKAGE}.{name}"
-        module = types.ModuleType(full)
-        module.__package__ = full if name == "reference" else PACKAGE
-        if name == "reference":
-            module.__path__ = []
-        sys.modules[full] = module  # dataclasses look their module up while a class is built
-        exec(compile(source, f"<embedded harness/{name}>", "exec"), module.__dict__)
-        setattr(root, name, module)
-    return root
+def embedded(name: str) -> types.ModuleType:
+    """The embedded harness module ``name`` (``harness.case``), imported from SOURCES as
+    ``gather_harness_repro.case``: the modules import each other relatively, so they find each
+    other there, in the harness's own folders, and never touch an installed ``harness`` a target
+    may import."""
+    if not any(isinstance(finder, EmbeddedFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, EmbeddedFinder())
+    return importlib.import_module(PACKAGE + name.removeprefix("harness"))
 
 
-# The harness's own sources, embedded unchanged.
+class EmbeddedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``gather_harness_repro.x.y`` from ``SOURCES["harness.x.y"]``; a package is one
+    that is embedded as one or that holds embedded modules."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != PACKAGE and not name.startswith(PACKAGE + "."):
+            return None
+        key = "harness" + name.removeprefix(PACKAGE)
+        package = key == "harness" or any(other.startswith(key + ".") for other in SOURCES)
+        if key not in SOURCES and not package:
+            return None
+        return importlib.util.spec_from_loader(name, self, is_package=package or SOURCES[key][0])
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        key = "harness" + module.__name__.removeprefix(PACKAGE)
+        if key in SOURCES:
+            exec(compile(SOURCES[key][1], f"<embedded {key}>", "exec"), module.__dict__)
+
+
+# The harness's own sources, embedded unchanged: module -> (is a package, source).
 SOURCES = {
 ${sources}
 }

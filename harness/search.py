@@ -39,7 +39,7 @@ from hypothesis import event, given, note, settings
 from hypothesis.errors import FlakyFailure
 from hypothesis.strategies import SearchStrategy
 
-from harness import capabilities, confirm, coverage, probe, profiles, strategies
+from harness import capabilities, confirm, probe, profiles, strategies
 from harness.case import Case
 from harness.checks import (
     IN_PLACE_NOTE,
@@ -61,6 +61,7 @@ from harness.pool import Pool, shared_pool
 from harness.procedure import BatchRequest, RunRequest
 from harness.rankset import BatchRun
 from harness.results import CheckReport, Progress
+from harness.strategies import space
 
 #: One example in this many, at least, is drawn by Hypothesis rather than the strata.
 RANDOM_SHARE = 5
@@ -637,7 +638,7 @@ class _Session:
                 if case in failed:  # out of shrinking time: replay only what is known to fail
                     raise _violation(failed[case], found, self.progress)
                 return
-            for label in coverage.events(case):
+            for label in space.events(case):
                 event(label)
             repeat = self._repeats(case)
             if after_failure or clock.first_failure is not None:

@@ -38,11 +38,11 @@ from harness.case import (
 from harness.case import recipes_for as case_recipes
 from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
 from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
-from harness.coverage import LONG_LENGTH, allowed
 from harness.errors import UsageError
 from harness.outputs import OUTPUTS
 
 from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
+from .space import LONG_LENGTH, allowed
 
 __all__ = [
     "MAX_WORLD_SIZE",
@@ -329,7 +329,7 @@ def _ragged_shapes(
 
 @dataclass(frozen=True)
 class Like:
-    """Cases like one stratum on the axes that choose a gather's code path (``harness.coverage``'s
+    """Cases like one stratum on the axes that choose a gather's code path (``harness.strategies.space``'s
     names): its ``raggedness``, a ``zero_size_dim``, its ``groups`` layout; ``None``: drawn
     freely.  A stratum that failed is searched again among such cases: a bug on the equal-length
     fast path is met in every draw there, not in one in twelve, and shrinks within that path."""
@@ -340,7 +340,7 @@ class Like:
 
     def fewest_ranks(self) -> int:
         """The smallest world with such a case, by the rules the strata obey
-        (:func:`harness.coverage.allowed`): two ranks to be equal, to differ or to leave one idle,
+        (:func:`harness.strategies.space.allowed`): two ranks to be equal, to differ or to leave one idle,
         three to interleave, or to be ragged within one of several groups."""
         held = {axis: value for axis, value in (("raggedness", self.raggedness), ("groups", self.groups)) if value}
         return next(w for w in range(1, MAX_WORLD_SIZE + 1) if allowed({"W": str(w), **held}))
@@ -496,7 +496,7 @@ def cases(
     - ``values`` (default None: every recipe of the contract's collective, :func:`recipes_for`):
       the value recipes ranks draw from.
     - ``long_rank`` (default False): 1-d cases in which some rank holds at least
-      :data:`~harness.coverage.LONG_LENGTH` elements (shrinking keeps one that long).
+      :data:`~harness.strategies.space.LONG_LENGTH` elements (shrinking keeps one that long).
     - ``min_ndim`` (default 1, at most 4): cases of at least this many dims; 2 or more is where
       input and cotangent layouts differ from a contiguous one (a transposed 1-d tensor is one).
     - ``like`` (default None): cases held to a :class:`Like`'s raggedness, zero-size dim and

@@ -4,10 +4,10 @@ Hypothesis's draws do not spread evenly, and a gather's bugs hide on paths: the 
 taken when every rank holds the same non-empty shape, a zero-size dim besides the gather dim,
 a 3-d activation with a batch, a rank in no group.  Drawn independently, such a case is one
 draw in ten or twelve, met late or not at all.  So every run starts with a covering array:
-rows over :data:`harness.coverage.PAIR_AXES` (world size, dtype, ndim, the kind of gather dim,
+rows over :data:`harness.strategies.space.PAIR_AXES` (world size, dtype, ndim, the kind of gather dim,
 raggedness, a zero-size dim, a long rank, an activation shape, input layout, value class,
 group layout, cotangent layout) such that every pair of values that can hold together
-(:func:`harness.coverage.allowed`) holds in some row.  Rows are chosen greedily (AETG: each
+(:func:`harness.strategies.space.allowed`) holds in some row.  Rows are chosen greedily (AETG: each
 row the best of a few candidates, built value by value to cover the most pairs not yet
 covered), deterministically from the run's seed, so a prefix covers the most pairs.
 
@@ -31,13 +31,15 @@ from hypothesis import strategies as st
 
 from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, Case, RankSpec
 from harness.contract import DIFFERENTIABLE_DTYPES, Contract
-from harness.coverage import (
+
+from ._internal import Like, as_collective, cases, group_layout, simplest_first
+from .space import (
     HIDDEN,
     LONG_LENGTH,
     MIXED,
     PAIR_AXES,
     TRIPLE_AXES,
-    Coverage,
+    Space,
     allowed,
     completable,
     completion,
@@ -46,8 +48,6 @@ from harness.coverage import (
     pair_label,
     possible_pairs,
 )
-
-from ._internal import Like, as_collective, cases, group_layout, simplest_first
 
 #: Candidate rows tried for each row kept: more cover more pairs per row, at a cost in time.
 CANDIDATES = 6
@@ -75,7 +75,7 @@ class Stratum:
 def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str, seed: int) -> list[Stratum]:
     """A case per row of the pairwise schedule of ``contract`` over ``dtypes``, most new pairs first."""
     names = simplest_first(dtypes)
-    domain = Coverage.for_contract(contract, names).domain()
+    domain = Space.for_contract(contract, names).domain()
     rng = random.Random(seed)
     layers = []
     for n, row in enumerate(covering_rows(tuple(domain.items()), seed)):
@@ -91,7 +91,7 @@ def random_strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, 
     case, where a Hypothesis draw costs milliseconds: what keeps warm ranks busy.  A failure
     among them is searched again and shrunk through its row's strategy, as a stratum's is."""
     names = simplest_first(dtypes)
-    rows = covering_rows(tuple(Coverage.for_contract(contract, names).domain().items()), seed)
+    rows = covering_rows(tuple(Space.for_contract(contract, names).domain().items()), seed)
     rng = random.Random(seed)
     likes: dict[int, st.SearchStrategy[Case]] = {}
     while True:
@@ -105,7 +105,7 @@ def random_strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, 
 
 @functools.cache
 def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: int) -> tuple[dict[str, str], ...]:
-    """Rows over ``domain`` covering every possible pair of values (:meth:`Coverage.possible_pairs`).
+    """Rows over ``domain`` covering every possible pair of values (:meth:`Space.possible_pairs`).
 
     The first row holds the simplest value of every axis; each next one is the best of
     :data:`CANDIDATES` built greedily from an uncovered pair.  Cached: every check of a run
@@ -129,7 +129,7 @@ def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: i
 
 
 class _Labels:
-    """The label (:func:`~harness.coverage.pair_label`) of every pair of values of a domain,
+    """The label (:func:`~harness.strategies.space.pair_label`) of every pair of values of a domain,
     looked up rather than formatted: the schedule asks what each value would add to each
     candidate row, hundreds of thousands of times per contract."""
 
@@ -139,7 +139,7 @@ class _Labels:
                       for a, b in itertools.permutations(domain, 2) for x in domain[a] for y in domain[b]}
 
     def added(self, row: dict[str, str], axis: str, value: str, uncovered: set[str]) -> int:
-        """How many uncovered pairs (and :data:`~harness.coverage.TRIPLE_AXES` triples) giving
+        """How many uncovered pairs (and :data:`~harness.strategies.space.TRIPLE_AXES` triples) giving
         ``axis`` the value ``value`` adds to ``row``: ``_covered({**row, axis: value}, involving=axis)``
         counted, without naming every pair."""
         added = sum(self.pairs[held, x, axis, value] in uncovered for held, x in row.items())

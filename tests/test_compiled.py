@@ -26,6 +26,7 @@ from harness.contract import Contract
 from harness.conventions import Call
 from harness.errors import CompileTimeout
 from harness.options import COMPILE_PATIENCE
+from harness.output import finding_message
 from harness.search import run_check
 from harness.watch import WINDOW_S, Watch, usage
 from tests.budgets import CASE_TIMEOUT_S
@@ -78,7 +79,7 @@ def test_a_compiled_funcol_gather_passes_at_the_default_timeout(pool) -> None:
     contract = Contract(ragged=False, dtypes=("float32", "float64"), world_sizes=(1, 2))
     report = run_check(f"{ROOT}/examples/compiled.py:compiled_funcol_gather", contract, max_examples=20, timeout_s=CASE_TIMEOUT_S,
                        pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert not report.unattributed  # no hang put aside either: a compile is never one
 
 
@@ -89,14 +90,14 @@ def test_compile_finds_a_compile_only_bug_and_names_it(pool) -> None:
                        pool=pool, shrink_budget_s=30.0)
     assert report.convention is not None and report.convention.call.compiled
     [finding] = report.findings
-    assert finding.property == "values", finding.text()
+    assert finding.property == "values", finding_message(finding)
     assert "compile-only: the same case passes when the target is called eagerly" in finding.condition
 
 
 def test_the_same_target_passes_eagerly(pool) -> None:
     report = run_check(f"{ROOT}/examples/compiled.py:fast_path_when_compiled", Contract(ragged=False, dtypes=("float32",),
                        world_sizes=(2, 2)), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
 
 
 def test_a_compiled_call_says_so() -> None:

@@ -38,6 +38,7 @@ from harness.checks import check_result
 from harness.contract import Contract
 from harness.conventions import Call, Misfit, plan_call
 from harness.errors import UsageError
+from harness.output import finding_message
 from harness.outputs import detect_output, read
 from harness.procedure import RankResult
 from harness.results import Progress
@@ -248,7 +249,7 @@ def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: 
     report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool,
                        shrink_budget_s=20.0)
     assert report.convention is not None and report.convention.output == output
-    assert prop in [f.property for f in report.findings], "\n\n".join(f.text() for f in report.findings)
+    assert prop in [f.property for f in report.findings], "\n\n".join(finding_message(f) for f in report.findings)
 
 
 def test_a_stack_that_is_missing_at_one_rank_shrinks_to_one_rank(pool) -> None:
@@ -279,7 +280,7 @@ def test_the_global_rank_on_a_subgroup_bug_is_found(pool) -> None:
 def test_without_groups_the_global_rank_bug_hides(pool) -> None:
     report = run_check(f"{PLANTED}:global_rank_on_subgroup", Contract(ragged=False, grad="sum"),
                        max_examples=40, timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
 
 
 @pytest.mark.slow
@@ -348,7 +349,7 @@ def test_the_fixed_allgathergrad_passes_called_both_ways(pool) -> None:
     seen: set[bool] = set()
     report = run_check(f"{PLANTED}:AllGatherGradFixed", Contract(grad="sum"), max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S,
                        pool=pool, on_example=forms_seen(seen))
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert seen == {True, False}, "both calls must be made"
 
 
@@ -361,7 +362,7 @@ def test_rank_and_world_size_are_those_of_the_group_passed(pool) -> None:
                        on_example=lambda progress: cases.append(progress.current) if progress.current else None)
     assert report.convention is not None and report.convention.describe() == (
         "all_gather_features(x, rank=rank, world_size=world_size, group=group) -> tensor (detected)")
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert any(group_rank_differs(case) for case in cases)
 
 
@@ -370,7 +371,7 @@ def test_a_fixed_switch_is_passed_on_every_call(pool) -> None:
     target = f"{ROOT}/examples/sync_grads.py:all_gather"
     switched = run_check(target, Contract(grad="sum", kwargs=(("sync_grads", "True"),)), max_examples=BUDGET,
                          timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert switched.verdict == "pass", "\n\n".join(f.text() for f in switched.findings)
+    assert switched.verdict == "pass", "\n\n".join(finding_message(f) for f in switched.findings)
     assert switched.convention is not None and switched.convention.forms == (
         "all_gather(x, group=group, sync_grads=True)", "all_gather(x, sync_grads=True)")
     # without the switch the result never requires grad: the contract's mistake (exit 2), not a finding
@@ -393,7 +394,7 @@ def test_the_call_and_its_fixed_arguments_are_echoed(pool, capsys: pytest.Captur
 
 def test_an_inferred_dim_that_works_is_checked_and_said(pool) -> None:
     report = run_check(f"{PLANTED}:gather_dim_by_args", Contract(), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert any("names no dim parameter: passed by position, inferred" in note for note in report.notes)
 
 
@@ -406,7 +407,7 @@ DIMLESS = [("gather_last_dim", -1), ("gather_dim_1", 1), ("_gather_x_group", 0)]
 def test_the_dim_of_a_target_that_takes_none_is_detected_said_and_checked(pool, name: str, dim: int) -> None:
     report = run_check(f"{PLANTED}:{name}", Contract(ragged=False), max_examples=30, timeout_s=CASE_TIMEOUT_S,
                        pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert f"takes no dim: it works along dim {dim} (detected; --dims N to say otherwise)" in " ".join(report.notes)
     assert report.contract.dims == str(dim)
 
@@ -429,7 +430,7 @@ def test_a_dim_given_is_taken_and_never_replaced(pool) -> None:
 def test_a_target_taking_a_dim_is_given_the_fixed_one(pool) -> None:
     report = run_check("examples.with_group:gather", Contract(dims="-2"), max_examples=30, timeout_s=CASE_TIMEOUT_S,
                        pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert report.coverage is not None and set(report.coverage.by_axis["dim"]) == {"-2"}
     assert set(report.coverage.by_axis["ndim"]) == {"2", "3", "4"}
 
@@ -451,7 +452,7 @@ def test_a_dim_the_probe_cannot_read_is_exit_2_naming_dims(pool, name: str, mess
 def test_the_3d_only_target_passes_once_its_inputs_are_said(pool) -> None:
     report = run_check(f"{PLANTED}:gather_last_dim_of_3d_only", Contract(ragged=False, ndims=(3, 3)),
                        max_examples=30, timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
     assert report.contract.dims == "-1"
 
 
@@ -465,7 +466,7 @@ def test_a_file_target_imports_its_sibling_as_python_would(pool, tmp_path: Path)
         "    dist.all_gather(out, x.contiguous())\n    return cat(out, dim)\n")
     report = run_check(str(tmp_path / "helpers" / "gather.py:gather"), Contract(ragged=False), max_examples=10,
                        timeout_s=CASE_TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
 
 
 # -- misfits and failures on the probe, through the command line --------------------------------------

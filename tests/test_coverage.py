@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from harness.strategies import cases
+from harness.strategies.space import AXES, axes, events
 from hypothesis import HealthCheck, given, settings
 
 from harness import cli, coverage_page
 from harness.case import Case, RankSpec
 from harness.contract import Contract
-from harness.coverage import AXES, Coverage, axes, events
+from harness.coverage import Coverage
 from harness.search import run_check
 from tests.budgets import CASE_TIMEOUT_S
 

@@ -16,6 +16,7 @@ from harness.checks import check_outcome
 from harness.contract import Contract
 from harness.errors import PoolError
 from harness.machine import check_devices
+from harness.output import finding_message
 from harness.pool import LocalPool
 from harness.search import run_check
 
@@ -37,14 +38,14 @@ def needs_gpu(test):
 def test_nccl_at_world_size_1_passes_a_correct_gather(pool: LocalPool) -> None:
     contract = Contract(grad="sum", backends=("nccl",), devices=("cuda",), world_sizes=(1, 1))
     report = run_check("harness.ragged:gather_sum", contract, max_examples=EXAMPLES, timeout_s=30.0, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
 
 
 @needs_gpu
 def test_gloo_with_cuda_tensors_at_world_size_2_passes(pool: LocalPool) -> None:
     contract = Contract(dtypes=("float32", "int64"), backends=("gloo",), devices=("cuda",), world_sizes=(2, 2))
     report = run_check(DEVICE_RAGGED, contract, max_examples=EXAMPLES, timeout_s=30.0, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(f.text() for f in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
 
 
 @needs_gpu

@@ -19,6 +19,7 @@ from harness.case import Case, RankSpec, make_cotangent, make_input
 from harness.contract import COLLECTIVES, Contract
 from harness.conventions import plan_call
 from harness.errors import Misfit, UsageError
+from harness.output import finding_message
 from harness.outputs import describe_result
 from harness.search import Finding, run_check
 from harness.targets import load
@@ -158,7 +159,7 @@ def test_a_planted_bug_is_found_and_shrunk(pool, name: str, contract: dict, prop
 ])
 def test_our_own_reduce_scatter_and_all_to_all_pass(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.examples >= BUDGET
 
 
@@ -186,7 +187,7 @@ def test_a_first_parameter_that_says_list_gets_the_pieces_of_x() -> None:
 ])
 def test_list_forms_that_are_right_pass(pool, target: str, contract: dict, output: str) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.convention is not None and report.convention.output == output
     assert report.convention.call.split_input
 
@@ -326,7 +327,7 @@ def test_a_result_of_several_items_is_told_in_order() -> None:
 def test_forms_as_people_write_them_pass(pool, target: str, contract: dict, described: str) -> None:
     report = run_check(target, Contract(**contract, dtypes=("float32", "float64")), max_examples=BUDGET,
                        timeout_s=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.convention is not None
     assert described in (report.convention.output, report.convention.call.describe())
 
@@ -481,7 +482,7 @@ def test_both_dims_of_a_relayout_are_bound_by_name() -> None:
 ], ids=["ours", "SeqAllToAll", "fixed-dims"])
 def test_a_correct_relayout_passes(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
-    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.examples >= BUDGET
 
 

@@ -20,6 +20,7 @@ from harness.case import Case, RankSpec
 from harness.checks import IN_PLACE_NOTE, check_outcome
 from harness.contract import Contract
 from harness.conventions import Call
+from harness.output import finding_message
 from harness.search import Finding, run_check
 from harness.variants import GLOO_DTYPES
 from tests.budgets import PLANTED_SHRINK_BUDGET_S, PLANTED_TIMEOUT_S
@@ -153,7 +154,7 @@ def test_an_in_place_write_of_the_same_values_is_reported_with_its_consequence(p
 def test_without_gradients_an_in_place_write_is_a_note_not_a_failure(pool) -> None:
     report = run_check(IN_PLACE, Contract(ragged=False, dtypes=("float32",), world_sizes=(1, 2)), max_examples=10,
                        timeout_s=PLANTED_TIMEOUT_S, pool=pool, seed=1, base_settings=CI)
-    assert report.verdict == "pass", "\n\n".join(finding.text() for finding in report.findings)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.notes == [IN_PLACE_NOTE]
 
 

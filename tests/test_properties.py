@@ -9,10 +9,11 @@ property family is its own test, so a regression names the property that broke.
 from __future__ import annotations
 
 import pytest
+from harness.strategies import space
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
-from harness import coverage, strategies
+from harness import strategies
 from harness.checks import check_outcome
 from harness.compare import Violation
 from harness.contract import Contract
@@ -30,7 +31,7 @@ TARGETS = {"sum": "harness.ragged:gather_sum", "local": "harness.ragged:gather_l
 
 
 def run_and_check(pool, case, grad: str) -> list[Violation]:
-    for label in coverage.events(case):
+    for label in space.events(case):
         event(label)
     outcome = pool.run(case, TARGETS[grad])
     violations = check_outcome(outcome)

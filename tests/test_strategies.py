@@ -24,6 +24,7 @@ from harness.strategies import (
     rank_specs,
     world_sizes,
 )
+from harness.strategies.space import axes as coverage_axes
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
@@ -32,7 +33,6 @@ from harness import strategies
 from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
 from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
 from harness.coverage import Coverage
-from harness.coverage import axes as coverage_axes
 
 #: A contract that lets the strategies reach everything: ragged, any dim, W up to 8, grads.
 OPEN = Contract(grad="sum", world_sizes=(1, 8))

@@ -33,6 +33,7 @@ from harness.contract import Contract
 from harness.conventions import Call
 from harness.faults import Outcome
 from harness.finding import Finding, UnreproducedFaultWarning
+from harness.output import finding_message
 from harness.pool import LocalPool
 from harness.procedure import RankResult, record_error
 from harness.results import CheckReport
@@ -50,9 +51,9 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
     report = run_check(f"{BUGS}:caches_sizes", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=11,
                        base_settings=CI)
     [finding] = report.findings
-    assert finding.status == "history-dependent" and finding.replays[0] == 0, finding.text()
+    assert finding.status == "history-dependent" and finding.replays[0] == 0, finding_message(finding)
     assert 1 <= len(finding.history) <= 3
-    text = finding.text()
+    text = finding_message(finding)
     assert "history-dependent: passes alone on fresh ranks" in text and finding.history[0][0].describe() in text
     document = json.loads(json.dumps(finding.to_json()))
     assert document["status"] == "history-dependent" and len(document["history"]) == len(finding.history)
@@ -66,12 +67,12 @@ def test_a_module_cache_is_reported_as_history_dependent(pool, tmp_path: Path) -
 def test_a_zero_fill_all_reduce_gather_breaks_bits_only(pool) -> None:
     report = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(), max_examples=100, timeout_s=5.0, pool=pool, seed=2,
                        base_settings=CI)
-    assert [finding.property for finding in report.findings] == ["bits"], "\n\n".join(f.text() for f in report.findings)
+    assert [finding.property for finding in report.findings] == ["bits"], "\n\n".join(finding_message(f) for f in report.findings)
     [finding] = report.findings
     assert "became" in finding.message and ("-0.0 became +0.0" in finding.message or "NaN" in finding.message)
     waived = run_check(f"{BUGS}:zero_fill_all_reduce", Contract(bits=False), max_examples=100, timeout_s=5.0, pool=pool,
                        seed=2, base_settings=CI)
-    assert waived.verdict == "pass", "\n\n".join(f.text() for f in waived.findings)
+    assert waived.verdict == "pass", "\n\n".join(finding_message(f) for f in waived.findings)
 
 
 def test_a_signed_zero_is_named(pool) -> None:
@@ -89,7 +90,7 @@ def test_a_failure_needing_mixed_cotangent_layouts_says_so(pool) -> None:
                        base_settings=CI, track_semantics=True)
     [finding] = report.findings
     assert finding.property == "gradients"
-    assert finding.condition.startswith("fails only when ranks' cotangent layouts differ"), finding.text()
+    assert finding.condition.startswith("fails only when ranks' cotangent layouts differ"), finding_message(finding)
     assert report.de_facto_semantics() == "sum"
 
 
@@ -200,9 +201,9 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
     report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout_s=2.0, pool=pool, seed=1,
                        base_settings=CI, shrink_budget_s=2.0)
-    assert len(report.findings) == 1, (report.examples, report.warnings(), [f.text() for f in report.unattributed])
+    assert len(report.findings) == 1, (report.examples, report.warnings(), [finding_message(f) for f in report.unattributed])
     [finding] = report.findings
-    assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding.text()
+    assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding_message(finding)
     assert [case.dtype for case, _ in finding.history] == ["float64"]
     assert finding.case.dtype != "float64" and not report.unattributed
 
@@ -243,7 +244,7 @@ def test_a_failure_shrinks_to_one_small_case_whatever_the_seed(pool, scenario: s
     wait, or not) and whether the probe's own case fails first."""
     for seed in range(2):
         report = shrinking.check(pool, scenario, seed)
-        assert shrinking.shrunk(report), (seed, [finding.text() for finding in report.findings])
+        assert shrinking.shrunk(report), (seed, [finding_message(finding) for finding in report.findings])
 
 
 # -- the harness's own failures: retried where safe, then exit 3 with one line -------------------------
