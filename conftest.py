@@ -1,6 +1,6 @@
 """Project-wide pytest set-up: our Hypothesis profiles and the shared rank pool.
 
-Importing this registers ``dev``/``ci``/``nightly``/``fuzz`` (see ``harness.profiles``) and
+Importing this registers ``dev``/``ci``/``nightly``/``fuzz`` (see ``harness.settings.profiles``) and
 loads the default one *before* Hypothesis' pytest plugin reads ``--hypothesis-profile``,
 so ``CI=true`` selects our ``ci`` profile, never Hypothesis' built-in one.
 """
@@ -11,8 +11,8 @@ import pytest
 import torch
 from hypothesis import settings
 
-from harness import profiles
-from harness.pool import LocalPool, shared_pool
+from harness.pool.pool import LocalPool, shared_pool
+from harness.settings import profiles
 
 ACTIVE_PROFILE = profiles.load()
 

@@ -40,7 +40,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks.soak import MARK, marked_running  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
 
 CORRECT = "harness.ragged:gather_sum"
 BUGGY = "tests.planted.bugs:local_only_backward"

@@ -45,14 +45,15 @@ import torch.distributed as dist  # noqa: E402
 from harness.reference import expected_output  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from harness import capabilities, strategies  # noqa: E402
-from harness.case import Case  # noqa: E402
-from harness.checks import check_outcome  # noqa: E402
-from harness.contract import Contract  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import LocalPool, shared_pool  # noqa: E402
-from harness.probe import plan  # noqa: E402
-from harness.search import run_check  # noqa: E402
+from harness import strategies  # noqa: E402
+from harness.core.case import Case  # noqa: E402
+from harness.core.checks import check_outcome  # noqa: E402
+from harness.core.contract import Contract  # noqa: E402
+from harness.pool import capabilities  # noqa: E402
+from harness.pool.pool import LocalPool, shared_pool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import run_check  # noqa: E402
+from harness.search.probe import plan  # noqa: E402
 
 #: The gathers modelled (``--gather``): this project's ragged one (a length exchange and an
 #: all_gather), and the cheapest correct one (``all_gather_single`` of equal shapes: one collective).
@@ -72,9 +73,9 @@ TARGET_CHECK_RAW_W2 = 3.0
 
 def in_rank(cases: list[str], target: str, call: dict) -> list[float]:
     """Seconds of this rank's own work per case: ``run_case`` as a rank runs it, without the pipe."""
-    from harness.conventions import Call
-    from harness.procedure import RunRequest, run_case
-    from harness.targets import load
+    from harness.core.conventions import Call
+    from harness.core.procedure import RunRequest, run_case
+    from harness.ranks.targets import load
 
     function, planned = load(target), Call.from_dict(call)
     rank, times = dist.get_rank(), []

@@ -33,7 +33,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks.soak import MARK, marked_running  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
 
 
 def one_run(summary: str, seconds: float, save_every: float, seed: int, kill_at: float | None) -> tuple[str, ...]:

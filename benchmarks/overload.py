@@ -13,7 +13,7 @@ seeds) of correct targets (:data:`TARGETS`), so every finding is spurious:
 
 - **watch off**: the rule before the hang watch, the timeout is the whole wait
   (``Watch.more_time`` replaced by "no more time");
-- **watch on**: ranks still busy at the timeout get more time (:class:`harness.watch.Watch`).
+- **watch on**: ranks still busy at the timeout get more time (:class:`harness.pool.watch.Watch`).
 
 A hang no replay brings back is put aside with a warning either way ("unattributed", not a
 failure); a finding fails the check.
@@ -31,11 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness import watch  # noqa: E402
-from harness.contract import Contract  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import LocalPool  # noqa: E402
-from harness.search import run_check  # noqa: E402
+from harness.core.contract import Contract  # noqa: E402
+from harness.pool import watch  # noqa: E402
+from harness.pool.pool import LocalPool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import run_check  # noqa: E402
 
 TARGETS = (
     ("harness.ragged:reduce_scatter_sum", Contract(collective="reduce-scatter", grad="adjoint", groups=True)),

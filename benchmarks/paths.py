@@ -32,10 +32,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness.api import bind, execute, prepare  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool, shared_pool  # noqa: E402
-from harness.results import CheckReport, Progress  # noqa: E402
+from harness.frontends.api import bind, execute, prepare  # noqa: E402
+from harness.pool.pool import Pool, shared_pool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.results import CheckReport, Progress  # noqa: E402
 
 CORRECT = ("harness.ragged:all_gather_ragged", {"grad": "sum"})
 #: path class -> (target, option values, the smallest world at which it fails)

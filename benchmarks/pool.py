@@ -100,15 +100,15 @@ def raw_loop(n_iter: int, lengths: tuple[int, ...], trailing: tuple[int, ...], d
 
 
 def inrank_loop(n_iter: int, case: Any, repeat: bool) -> tuple[float, float, int]:
-    """The rank side of ``pool.run`` without the pipe: ``harness.rank.on_run`` back to back.
+    """The rank side of ``pool.run`` without the pipe: ``harness.ranks.rank.on_run`` back to back.
 
     Returns seconds per ``on_run`` (input recipe, the variant, copies of outputs and input),
     seconds per pickling of its result as the protocol does, and the pickled size in bytes.
     """
     import pickle
 
-    from harness import rank as rank_module
-    from harness.procedure import RunRequest
+    from harness.core.procedure import RunRequest
+    from harness.ranks import rank as rank_module
 
     log = rank_module.CollectiveLog(None)
     request = RunRequest(case=case, target=TARGET, check_grad=False, repeat=repeat)
@@ -230,7 +230,7 @@ def spawn_group(world: int, timeout: float = 120.0) -> float:
 
 
 def bench_cold_start(reps: int, spawn_reps: int, spawn_worlds: tuple[int, ...], spawn_budget_s: float) -> list[Row]:
-    from harness.pool import LocalPool
+    from harness.pool.pool import LocalPool
 
     sec = "1 cold start"
     started = time.perf_counter()
@@ -272,7 +272,7 @@ OVERHEAD_CASES: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {
 
 
 def _overhead_case(world: int):
-    from harness.case import Case, RankSpec
+    from harness.core.case import Case, RankSpec
 
     lengths, trailing = OVERHEAD_CASES[world]
     return Case(ranks=tuple(RankSpec((n,) + trailing) for n in lengths))
@@ -313,7 +313,7 @@ def _unpickle_s(outcome, n: int = 50) -> float:
 
 
 def bench_overhead(blocks: int, per_block: int) -> list[Row]:
-    from harness.pool import shared_pool
+    from harness.pool.pool import shared_pool
 
     sec = "2 per-case overhead"
     pool = shared_pool()
@@ -362,7 +362,7 @@ def bench_overhead(blocks: int, per_block: int) -> list[Row]:
 
 def _varied_cases(world: int) -> list:
     """A few ragged cases of different shapes, dims, dtypes, layouts and value recipes."""
-    from harness.case import Case, RankSpec
+    from harness.core.case import Case, RankSpec
 
     def lens(*base: int) -> tuple[int, ...]:
         return tuple(base[r % len(base)] + (r // len(base)) for r in range(world))
@@ -381,8 +381,8 @@ def _varied_cases(world: int) -> list:
 
 
 def bench_throughput(seconds: float, hyp_examples: int) -> list[Row]:
-    from harness.checks import check_outcome
-    from harness.pool import shared_pool
+    from harness.core.checks import check_outcome
+    from harness.pool.pool import shared_pool
 
     sec = "3 throughput"
     pool = shared_pool()
@@ -423,9 +423,10 @@ def _bench_hypothesis(pool, max_examples: int) -> list[Row]:
         from harness import strategies
 
         strategies.cases  # noqa: B018
-        from harness import capabilities, profiles
-        from harness.contract import Contract
-        from harness.search import run_check
+        from harness.core.contract import Contract
+        from harness.pool import capabilities
+        from harness.search.engine import run_check
+        from harness.settings import profiles
     except (ImportError, AttributeError) as exc:
         return [Row(sec, name, f"skipped: strategies not available ({type(exc).__name__}: {exc})")]
     from hypothesis import given, settings
@@ -460,8 +461,8 @@ def _bench_hypothesis(pool, max_examples: int) -> list[Row]:
 
 
 def bench_switching(switches: int, per_block: int) -> list[Row]:
-    from harness.checks import check_outcome
-    from harness.pool import shared_pool
+    from harness.core.checks import check_outcome
+    from harness.pool.pool import shared_pool
 
     sec = "4 switching W"
     pool = shared_pool()
@@ -533,7 +534,7 @@ def leftover_rank_processes() -> int | None:
 
 def profile_runs(n: int) -> str:
     """cProfile ``n`` W=2 ``pool.run`` calls in the driver; the top functions by own time."""
-    from harness.pool import shared_pool
+    from harness.pool.pool import shared_pool
 
     pool = shared_pool()
     case = _overhead_case(2)
@@ -598,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows: list[Row] = []
     profile_text = ""
-    from harness.pool import shared_pool
+    from harness.pool.pool import shared_pool
 
     try:
         for label, step in steps:

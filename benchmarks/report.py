@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness.output import markdown_table, text_table  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
 
 TARGET_S = 90.0
 _ELAPSED = re.compile(r"^checked \d+ variant\(s\).* in \d+ s$", re.MULTILINE)

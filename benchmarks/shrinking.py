@@ -31,14 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness.api import bind_contract, profile_settings  # noqa: E402
-from harness.case import Case  # noqa: E402
-from harness.contract import Contract  # noqa: E402
-from harness.options import resolved  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import Pool, shared_pool  # noqa: E402
-from harness.results import CheckReport  # noqa: E402
-from harness.search import run_check  # noqa: E402
+from harness.core.case import Case  # noqa: E402
+from harness.core.contract import Contract  # noqa: E402
+from harness.frontends.api import bind_contract, profile_settings  # noqa: E402
+from harness.pool.pool import Pool, shared_pool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import run_check  # noqa: E402
+from harness.search.results import CheckReport  # noqa: E402
+from harness.settings.options import resolved  # noqa: E402
 
 MAX_RANKS = 3
 MAX_ELEMENTS = 2

@@ -46,13 +46,13 @@ sys.path.insert(0, ROOT)  # run as a script only benchmarks/ is on the path; ran
 from hypothesis import settings  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
 
-from harness.case import Case, RankSpec  # noqa: E402
-from harness.checks import check_outcome  # noqa: E402
-from harness.contract import Contract  # noqa: E402
-from harness.faults import Outcome  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import LocalPool  # noqa: E402
-from harness.search import run_check  # noqa: E402
+from harness.core.case import Case, RankSpec  # noqa: E402
+from harness.core.checks import check_outcome  # noqa: E402
+from harness.core.contract import Contract  # noqa: E402
+from harness.pool.faults import Outcome  # noqa: E402
+from harness.pool.pool import LocalPool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import run_check  # noqa: E402
 
 PLANTED = "tests.planted.faults"
 #: kind -> (planted function, what the pool must report: a fault kind, "leak: <words>", or "pass")

@@ -19,7 +19,7 @@ printed, never raised.
    collective log unhooked: what one call of the gather costs outside any harness.
    Targets: at least 200 examples/s at W=2; at most 3.0 raw calls per example.
 2. **sampling**: the companion and repeat calls of the ``stable``/``repeatable`` properties
-   run on the strata and one drawn example in four (``harness.search.REPEAT_EVERY``); the
+   run on the strata and one drawn example in four (``harness.search.engine.REPEAT_EVERY``); the
    planted bugs only those properties catch must still be found.
 3. **time to a shrunk finding**: the whole ``python -m harness check`` command (interpreter
    start, pool start, probe, search, shrink, confirmation, report) on planted bugs, wall
@@ -45,13 +45,13 @@ sys.path.insert(0, ROOT)  # run as a script only benchmarks/ is on the path; ran
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from harness.case import Case, make_input  # noqa: E402
-from harness.contract import Contract  # noqa: E402
-from harness.output import markdown_table, text_table  # noqa: E402
-from harness.pool import LocalPool, shared_pool  # noqa: E402
-from harness.rank import RECORDED  # noqa: E402
-from harness.results import Progress  # noqa: E402
-from harness.search import REPEAT_EVERY, run_check  # noqa: E402
+from harness.core.case import Case, make_input  # noqa: E402
+from harness.core.contract import Contract  # noqa: E402
+from harness.pool.pool import LocalPool, shared_pool  # noqa: E402
+from harness.ranks.rank import RECORDED  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import REPEAT_EVERY, run_check  # noqa: E402
+from harness.search.results import Progress  # noqa: E402
 
 GATHER = "harness.ragged:all_gather_ragged"
 HERE = "benchmarks.throughput"
@@ -91,7 +91,7 @@ def raw_calls(cases: list[str], repeats: int, target: str = "harness.ragged:all_
     The inputs are built before the clock starts; the calls run back to back ``repeats``
     times over all cases; nothing of the harness runs in the loop.
     """
-    from harness.targets import load
+    from harness.ranks.targets import load
 
     gather = load(target)
 

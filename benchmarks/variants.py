@@ -3,7 +3,7 @@
     python benchmarks/variants.py [--repeats N] [--markdown]
 
 The ranks count every ``torch.distributed`` collective a variant enters and the bytes of
-this rank's payload (``harness.rank.CollectiveLog``), so the numbers are what the variant
+this rank's payload (``harness.ranks.rank.CollectiveLog``), so the numbers are what the variant
 really did, forward and backward separately.  Every variant runs the same job: equal
 float32 shapes along dim 0 (the job every variant claims), plus a ragged job for the
 variants that claim ragged input.  Times are medians over ``--repeats`` runs of the
@@ -21,9 +21,9 @@ import math
 import re
 import statistics
 
-from harness.case import Case, RankSpec
-from harness.output import markdown_table, text_table
-from harness.pool import LocalPool
+from harness.core.case import Case, RankSpec
+from harness.pool.pool import LocalPool
+from harness.report.text import markdown_table, text_table
 from harness.variants import CATALOGUE, VariantSpec
 
 SHAPE = (64, 32)

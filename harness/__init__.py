@@ -8,7 +8,7 @@ def __getattr__(name: str) -> object:
     pull in the search engine (Hypothesis, the strategies, the reference) just by doing so.
     """
     if name == "check_gather":
-        from harness.api import check_gather
+        from harness.frontends.api import check_gather
 
         return check_gather
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

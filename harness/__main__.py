@@ -1,8 +1,8 @@
 """``python -m harness`` and the ``gather-harness`` script (pyproject's ``harness.__main__:entry``).
 
-The commands live in :mod:`harness.cli`; ``main(argv=None) -> int`` returns the exit status
+The commands live in :mod:`harness.frontends.commands`; ``main(argv=None) -> int`` returns the exit status
 (tests call it in-process).  Commands that run ranks start the rank forkserver as soon as
-their arguments are checked (:func:`harness.forkserver.start`), so that its imports overlap
+their arguments are checked (:func:`harness.pool.forkserver.start`), so that its imports overlap
 the command line's own instead of following them.
 """
 
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from harness.cli import main as run_command
+from harness.frontends.commands import main as run_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:

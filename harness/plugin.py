@@ -24,7 +24,7 @@ with grad none, an in-place write into the input) are warnings in pytest's warni
 how the target is called is said under ``-v``.  Both run under ``pytest -n auto``.
 
 Options: ``check``'s, spelled ``--gather-*``, generated from the same table
-(:mod:`harness.options`) with the same types, defaults and help:
+(:mod:`harness.settings.options`) with the same types, defaults and help:
 
 - ``--gather-impl TARGET``: ``package.module:attr`` or ``path/to/file.py:attr``; the
   environment variable ``GATHER_IMPL`` selects a target too (the option wins).
@@ -57,15 +57,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness import files, profiles, targets
-from harness.errors import UsageError, check_failed, summary_of
-from harness.options import OPTIONS, add_to_pytest, option_value
+from harness.core.errors import UsageError, check_failed, summary_of
+from harness.ranks import targets
+from harness.settings import files, profiles
+from harness.settings.options import OPTIONS, add_to_pytest, option_value
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
-    from harness.api import CheckOptions
-    from harness.results import CheckReport
+    from harness.frontends.api import CheckOptions
+    from harness.search.results import CheckReport
 
 TARGET_ENV = "GATHER_IMPL"
 _OPTIONS: pytest.StashKey[CheckOptions] = pytest.StashKey()
@@ -83,8 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("gather_impl") or os.environ.get(TARGET_ENV)
     if not target:
         return
-    from harness import api  # imports torch: only when a target is selected
-    from harness.errors import TargetError
+    from harness.core.errors import TargetError
+    from harness.frontends import api  # imports torch: only when a target is selected
 
     values = {option.name: config.getoption(f"gather_{option.spelled.replace('-', '_')}")
               for option in OPTIONS if option.plugin and not option.fixture}
@@ -97,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _fixture_options(config: pytest.Config) -> dict[str, Any]:
-    """The session's budget options (:attr:`harness.options.Option.fixture`) as ``check_gather``
+    """The session's budget options (:attr:`harness.settings.options.Option.fixture`) as ``check_gather``
     keywords: those given, and the repro folder under the rootdir."""
     given = {option.name: option_value(option, config.getoption(f"gather_{option.name}"))
              for option in OPTIONS if option.fixture}
@@ -166,7 +167,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     contract = options.contract
     low, high = contract.world_sizes
-    from harness.targets import shown_target
+    from harness.ranks.targets import shown_target
 
     return [f"gather-harness: checking {shown_target(options.target)}",
             f"  contract {contract.describe()}; backend {contract.backend}/{contract.device}; "
@@ -181,7 +182,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
     report = yield
     options = collector.config.stash.get(_OPTIONS, None)
     if isinstance(collector, pytest.Session) and options is not None and report.passed:
-        from harness.targets import shown_target
+        from harness.ranks.targets import shown_target
 
         name = f"check[{shown_target(options.target)}]"
         report.result.append(GatherCheckItem.from_parent(collector, name=name, nodeid=f"gather-harness::{name}"))
@@ -192,7 +193,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 def gather_check(request: pytest.FixtureRequest) -> Callable[..., CheckReport]:
     """``gather_check(target, **options)``: :func:`harness.check_gather` inside a test, with the
     session's ``--gather-*`` budget options where the call gives none (see the module docstring)."""
-    from harness import api
+    from harness.frontends import api
 
     session = {**_fixture_options(request.config), "profile": _our_profile(request.config)}
 
@@ -209,8 +210,8 @@ class GatherCheckItem(pytest.Item):
     """One item that runs the whole check for the ``--gather-impl`` target."""
 
     def runtest(self) -> None:
-        from harness import api
-        from harness.pool import shared_pool
+        from harness.frontends import api
+        from harness.pool.pool import shared_pool
 
         options = self.config.stash[_OPTIONS]
         pool = shared_pool()
@@ -221,15 +222,15 @@ class GatherCheckItem(pytest.Item):
                                  ("gather_call_notes", list(report.call_notes))]
         html = self.config.getoption("gather_html")
         if html:
-            from harness import coverage_page
-            from harness.output import finding_dicts, page_header
+            from harness.report import coverage_page
+            from harness.report.text import finding_dicts, page_header
 
             coverage_page.write(html, report.coverage, page_header(report), finding_dicts(report))
         source = targets.source_file(options.target) or str(self.path)
         for note in api.note_warnings(report):  # attributed to the target's own file
             warnings.warn_explicit(note, api.GatherNote, source, 1)
         if report.verdict == "fail":
-            from harness.output import failure_summary, failure_text
+            from harness.report.text import failure_summary, failure_text
 
             rerun = [shlex.join(["pytest", *self.config.invocation_params.args]), api.check_command(options)]
             raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun,
@@ -242,7 +243,7 @@ class GatherCheckItem(pytest.Item):
 
         Text, so pytest's short summary shows its first line (the verdict), under xdist too.
         """
-        from harness.errors import Misfit, PoolError, TargetError
+        from harness.core.errors import Misfit, PoolError, TargetError
 
         if summary_of(excinfo.value) is not None or isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
             return str(excinfo.value)

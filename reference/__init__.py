@@ -1,6 +1,6 @@
 """The single-process reference: what a correct collective returns and what gradient it gives.
 
-Everything is rebuilt from the :class:`~harness.case.Case` with ``input_values`` and
+Everything is rebuilt from the :class:`~harness.core.case.Case` with ``input_values`` and
 ``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
 reference shares no code path with the variants under test.  It works in group space: rank
 r gathers the inputs of its group's members in group-rank order (:meth:`Case.members`), and
@@ -61,9 +61,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..case import Case, input_values, make_cotangent, torch_dtype
-from ..contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
-from ..outputs import OUTPUTS
+from ..core.case import Case, input_values, make_cotangent, torch_dtype
+from ..core.contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
+from ..core.outputs import OUTPUTS
 
 __all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "expected_reduction",
            "within_bound"]

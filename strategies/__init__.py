@@ -3,7 +3,7 @@
 ``cases(contract=...)`` draws in-contract examples, ``misuse_cases(...)`` misuse
 cases (out-of-contract input); the smaller strategies (``world_sizes``, ``lengths``, ``ragged_shapes``, ``dtypes``,
 ``rank_specs``) are public for tests and other projects.  Every function validates its
-arguments when called and raises ``harness.contract.UsageError`` naming the argument.
+arguments when called and raises ``harness.core.contract.UsageError`` naming the argument.
 """
 
 from harness.strategies import _internal

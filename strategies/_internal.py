@@ -1,7 +1,7 @@
 """The strategies: world sizes, lengths, ragged shapes, dtypes, rank specs, cases, misuse cases.
 
 Every public function checks its arguments when it is called, before anything is drawn, and
-raises :class:`harness.errors.UsageError` naming the argument, its value and the fix.
+raises :class:`harness.core.errors.UsageError` naming the argument, its value and the fix.
 
 Shrinking: choices are ordered simplest first and sizes shrink toward 0, and a case draws
 its per-rank lengths first (one list whose size *is* the world size, so the shrinker removes
@@ -24,25 +24,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
+from harness.strategies._validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_interval,
+    check_min_max,
+    check_names,
+)
+from harness.strategies.space import LONG_LENGTH, allowed
 from hypothesis import strategies as st
 
-from harness.case import (
-    ALL_RECIPES,
-    COTANGENT_LAYOUTS,
-    COTANGENT_RECIPES,
-    LAYOUTS,
-    VALUE_RECIPES,
-    Case,
-    RankSpec,
-)
-from harness.case import recipes_for as case_recipes
-from harness.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
-from harness.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
-from harness.errors import UsageError
-from harness.outputs import OUTPUTS
-
-from ._validation import check_bool, check_choice, check_int, check_interval, check_min_max, check_names
-from .space import LONG_LENGTH, allowed
+from harness.core.case import ALL_RECIPES, COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.core.case import recipes_for as case_recipes
+from harness.core.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
+from harness.core.contract import MAX_WORLD_SIZE as CONTRACT_MAX_WORLD_SIZE
+from harness.core.errors import UsageError
+from harness.core.outputs import OUTPUTS
 
 __all__ = [
     "MAX_WORLD_SIZE",
@@ -62,7 +60,7 @@ __all__ = [
     "world_sizes",
 ]
 
-#: The most ranks a case may have (``harness.contract.MAX_WORLD_SIZE``).
+#: The most ranks a case may have (``harness.core.contract.MAX_WORLD_SIZE``).
 MAX_WORLD_SIZE = CONTRACT_MAX_WORLD_SIZE
 #: Every dtype, simplest first: the order a failing case's dtype shrinks along.
 SIMPLEST_DTYPES: tuple[str, ...] = (
@@ -408,7 +406,7 @@ def rank_specs(shape: tuple[int, ...]) -> st.SearchStrategy[RankSpec]:
 
     - ``shape``: the rank's input shape (at least one dim, no negative sizes).
 
-    Layouts and recipes are drawn in the order of ``harness.case`` (simplest first), the seed
+    Layouts and recipes are drawn in the order of ``harness.core.case`` (simplest first), the seed
     shrinks toward 0.  Examples shrink toward ``RankSpec(shape)``: a contiguous ``iota``
     input, an ``ints`` cotangent, seed 0.
     """
@@ -482,7 +480,7 @@ def cases(
 ) -> st.SearchStrategy[Case]:
     """In-contract cases for a variant with ``contract``.
 
-    - ``contract``: the variant's :class:`~harness.contract.Contract`; its ``world_sizes``,
+    - ``contract``: the variant's :class:`~harness.core.contract.Contract`; its ``world_sizes``,
       ``ragged``, ``dims`` and ``ndims`` shape the draws (a re-layout's: its gather dim, and a
       scatter dim chosen per case, :func:`as_collective`), its ``grad`` becomes ``case.grad``, its
       ``output`` becomes ``case.output`` (``auto`` reads as ``tensor``; ``stack`` also draws
@@ -531,7 +529,7 @@ def cases(
 
 
 def recipes_for(contract: Contract) -> tuple[str, ...]:
-    """The value recipes a contract's cases draw (:func:`harness.case.recipes_for`)."""
+    """The value recipes a contract's cases draw (:func:`harness.core.case.recipes_for`)."""
     return case_recipes(contract.kind.reduces, contract.op)
 
 
@@ -601,7 +599,7 @@ def _with_a_long_rank(drawn: RaggedShapes, ragged: bool) -> RaggedShapes:
 def _check_contract(contract: object) -> None:
     if not isinstance(contract, Contract):
         raise UsageError(
-            f"contract={contract!r} should be a harness.contract.Contract, e.g. contract=Contract(grad='sum')"
+            f"contract={contract!r} should be a harness.core.contract.Contract, e.g. contract=Contract(grad='sum')"
         )
 
 

@@ -27,13 +27,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hypothesis import strategies as st
-
-from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, Case, RankSpec
-from harness.contract import DIFFERENTIABLE_DTYPES, Contract
-
-from ._internal import Like, as_collective, cases, group_layout, simplest_first
-from .space import (
+from harness.strategies._internal import Like, as_collective, cases, group_layout, simplest_first
+from harness.strategies.space import (
     HIDDEN,
     LONG_LENGTH,
     MIXED,
@@ -48,6 +43,10 @@ from .space import (
     pair_label,
     possible_pairs,
 )
+from hypothesis import strategies as st
+
+from harness.core.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, Case, RankSpec
+from harness.core.contract import DIFFERENTIABLE_DTYPES, Contract
 
 #: Candidate rows tried for each row kept: more cover more pairs per row, at a cost in time.
 CANDIDATES = 6
@@ -298,7 +297,7 @@ def _per_rank(value: str, layouts: tuple[str, ...], world: int, ndim: int, rng: 
 
 def _like(contract: Contract, row: dict[str, str], backend: str, device: str) -> st.SearchStrategy[Case]:
     """Where a failing row is searched again and shrunk when a search among every case did not
-    meet it (:meth:`harness.search._Session.strata`): cases on its path (:class:`Like`) of its
+    meet it (:meth:`harness.search.engine._Session.strata`): cases on its path (:class:`Like`) of its
     dtype, with its long rank, its activation's 3 dims or the 2 its layouts or dim need."""
     like = Like(raggedness=row["raggedness"] if row["raggedness"] != "one rank" else None,
                 zero_size_dim=row.get("zero-size dim") == "yes",

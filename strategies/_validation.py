@@ -1,6 +1,6 @@
 """Argument checks for the public strategies: validate before drawing, name the argument.
 
-Each check raises :class:`harness.errors.UsageError` with ``<argument>=<value>`` in the
+Each check raises :class:`harness.core.errors.UsageError` with ``<argument>=<value>`` in the
 message and the fix, so that a bad option fails when the strategy is built (in the CLI or at
 test collection), not on the first draw deep inside a run.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 
 def check_int(name: str, value: object, *, at_least: int, at_most: int | None = None, example: int = 1) -> int:

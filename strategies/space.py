@@ -2,7 +2,7 @@
 
 The strategies draw within it (their strata cover every pair of :data:`PAIR_AXES` values that
 :func:`allowed` lets hold together), and the coverage counts of a run
-(:class:`harness.coverage.Coverage`) are kept along the same axes (:func:`axes`), so a schedule,
+(:class:`harness.search.coverage.Coverage`) are kept along the same axes (:func:`axes`), so a schedule,
 a count and a page always agree on what an axis is.  The same :func:`axes` gives the
 ``hypothesis.event()`` labels (:func:`events`).
 
@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Self
 
-from harness.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, Contract
-from harness.outputs import OUTPUTS
+from harness.core.case import COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, recipes_for
+from harness.core.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, NDIMS, Contract
+from harness.core.outputs import OUTPUTS
 
 #: A rank at least this long along the gather dim counts as long (lengths past a byte).
 LONG_LENGTH = 256
@@ -74,7 +74,7 @@ AXES: dict[str, str] = {
 
 
 #: The axes a gather's code branches on: the strata cover every pair of their values
-#: (``strategies.strata``) and :meth:`harness.coverage.Coverage.pairs_missing` names any pair a run did not reach.
+#: (``strategies.strata``) and :meth:`harness.search.coverage.Coverage.pairs_missing` names any pair a run did not reach.
 PAIR_AXES: tuple[str, ...] = ("W", "dtype", "ndim", "dim kind", "raggedness", "zero-size dim", "long rank",
                               "activation", "layout", "values", "groups", "cotangent layout")
 

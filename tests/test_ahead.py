@@ -1,17 +1,17 @@
 """A search whose strata and Hypothesis draws run in batches judged on the ranks (``ahead``, the
 default of ``check``) says what the same search case by case says: the same examples, coverage,
 notes and gradient semantics when nothing fails, and the same findings, minimal cases and
-``found_by`` when something does (:attr:`harness.search.SearchSettings.ahead`)."""
+``found_by`` when something does (:attr:`harness.search.engine.SearchSettings.ahead`)."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from harness.checks import IN_PLACE_NOTE
-from harness.contract import Contract
-from harness.profiles import ReadOnlyDatabase
-from harness.search import run_check
+from harness.core.checks import IN_PLACE_NOTE
+from harness.core.contract import Contract
+from harness.search.engine import run_check
+from harness.settings.profiles import ReadOnlyDatabase
 
 PLANTED = "tests.planted"
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import check_gather, files
-from harness.api import GatherNote, target_of
-from harness.contract import UsageError
-from harness.pool import LocalPool
-from harness.targets import TargetError
+from harness import check_gather
+from harness.core.contract import UsageError
+from harness.frontends.api import GatherNote, target_of
+from harness.pool.pool import LocalPool
+from harness.ranks.targets import TargetError
+from harness.settings import files
 from tests.budgets import COMMAND_TIMEOUT_S, SCRIPT_TIMEOUT_S
 from tests.planted import faults as planted_faults
 
@@ -172,9 +173,9 @@ def test_a_seed_draws_the_same_cases_and_failures_are_saved_to_the_database(pool
     from hypothesis import settings
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    from harness.contract import Contract
-    from harness.results import Progress
-    from harness.search import run_check
+    from harness.core.contract import Contract
+    from harness.search.engine import run_check
+    from harness.search.results import Progress
 
     def cases(seed: int) -> list[str]:
         seen = Progress()

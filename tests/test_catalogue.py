@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from harness.case import Case, make_input
-from harness.finding import Finding
-from harness.search import run_check
+from harness.core.case import Case, make_input
+from harness.search.engine import run_check
+from harness.search.finding import Finding
 from harness.variants import CATALOGUE, by_name
 
 pytestmark = pytest.mark.slow  # every catalogue variant is a whole search (up to 30 s each)

@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import arguments, cli, options
-from harness.output import ProgressLine
-from harness.results import Progress
+from harness.frontends import arguments
+from harness.frontends import commands as cli
+from harness.report.text import ProgressLine
+from harness.search.results import Progress
+from harness.settings import options
 from tests.budgets import COMMAND_TIMEOUT_S
 
 PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
@@ -112,7 +114,7 @@ BAD_INPUTS = [
 
 def test_more_local_ranks_than_the_machine_holds_is_a_usage_error(targets: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("harness.machine.local_world_size_limit", lambda: 4)
+    monkeypatch.setattr("harness.pool.machine.local_world_size_limit", lambda: 4)
     assert cli.main(["check", f"{targets}/gathers.py:correct", "--world-sizes", "2-6"]) == 2
     err = capsys.readouterr().err
     assert "--world-sizes 2-6: 6 local ranks do not fit on this machine: it holds at most 4" in err
@@ -173,7 +175,7 @@ BEFORE_TORCH = [
 ]
 EACH_IN_ONE_PROCESS = """
 import contextlib, io, json, sys
-from harness.cli import main
+from harness.frontends.commands import main
 answers = []
 for args in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -208,7 +210,7 @@ def test_explain_case_and_a_whole_command_line_error_import_no_torch(tmp_path: P
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == status, done.stderr[-2000:]
         imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-        assert "harness.cli" in imported and "torch" not in imported, sorted(imported)
+        assert "harness.frontends.commands" in imported and "torch" not in imported, sorted(imported)
     assert "How to read a case line" in done.stdout and "C=ints" in done.stdout
 
 
@@ -309,7 +311,7 @@ def run_cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
 def test_a_target_two_namespace_packages_deep_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``outer.inner.mod:f`` with no ``__init__.py`` anywhere: Python computes an inner namespace
     package's path from ``sys.modules``, which raised KeyError ('outer'), exit 3, before."""
-    from harness import targets
+    from harness.ranks import targets
 
     (tmp_path / "outer" / "inner").mkdir(parents=True)
     (tmp_path / "outer" / "inner" / "mod.py").write_text("def f(x, dim):\n    return x\n")

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.case import Case, RankSpec
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.errors import CompileTimeout
-from harness.options import COMPILE_PATIENCE
-from harness.output import finding_message
-from harness.search import run_check
-from harness.watch import WINDOW_S, Watch, usage
+from harness.core.case import Case, RankSpec
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.core.errors import CompileTimeout
+from harness.pool.watch import WINDOW_S, Watch, usage
+from harness.report.text import finding_message
+from harness.search.engine import run_check
+from harness.settings.options import COMPILE_PATIENCE
 from tests.budgets import CASE_TIMEOUT_S
 
 PLANTED = "tests.planted.conventions"

@@ -32,17 +32,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli, repro
-from harness.case import Case, RankSpec
-from harness.checks import check_result
-from harness.contract import Contract
-from harness.conventions import Call, Misfit, plan_call
-from harness.errors import UsageError
-from harness.output import finding_message
-from harness.outputs import detect_output, read
-from harness.procedure import RankResult
-from harness.results import Progress
-from harness.search import run_check
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_result
+from harness.core.contract import Contract
+from harness.core.conventions import Call, Misfit, plan_call
+from harness.core.errors import UsageError
+from harness.core.outputs import detect_output, read
+from harness.core.procedure import RankResult
+from harness.frontends import commands as cli
+from harness.report import repro
+from harness.report.text import finding_message
+from harness.search.engine import run_check
+from harness.search.results import Progress
 from tests.budgets import CASE_TIMEOUT_S, SCRIPT_TIMEOUT_S
 from tests.planted import conventions as planted_conventions
 
@@ -526,8 +527,8 @@ def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
 def test_a_method_named_through_its_class_is_refused_with_a_wrapper_that_does_not_call_itself() -> None:
     """``module:Class.gather`` has no instance: exit 2 saying so, and the wrapper offered is named
     apart from the target (never ``def gather(x, dim): return gather(x, ...)``)."""
-    from harness.conventions import plan_call
-    from harness.errors import Misfit
+    from harness.core.conventions import plan_call
+    from harness.core.errors import Misfit
 
     class Gatherer:
         def gather(self, x, dim): ...

@@ -15,11 +15,12 @@ from harness.strategies import cases
 from harness.strategies.space import AXES, axes, events
 from hypothesis import HealthCheck, given, settings
 
-from harness import cli, coverage_page
-from harness.case import Case, RankSpec
-from harness.contract import Contract
-from harness.coverage import Coverage
-from harness.search import run_check
+from harness.core.case import Case, RankSpec
+from harness.core.contract import Contract
+from harness.frontends import commands as cli
+from harness.report import coverage_page
+from harness.search.coverage import Coverage
+from harness.search.engine import run_check
 from tests.budgets import CASE_TIMEOUT_S
 
 DTYPES = ("float32", "float64", "bfloat16", "int64")

@@ -1,8 +1,8 @@
 """The fuzz engine's batches: cases judged on the ranks, and a failure handed to the usual search (issue 39).
 
 A batch of one layout's cases runs back to back on warm ranks, each judged there; only how many
-passed comes back (:meth:`harness.pool.Pool.run_batch`).  Whatever a batch meets is run
-again the usual way (:meth:`harness.search._Session.sweep`), so a finding from a batch is the
+passed comes back (:meth:`harness.pool.pool.Pool.run_batch`).  Whatever a batch meets is run
+again the usual way (:meth:`harness.search.engine._Session.sweep`), so a finding from a batch is the
 finding the usual search reports.
 """
 
@@ -13,12 +13,12 @@ import itertools
 import pytest
 from harness.strategies import random_strata
 
-from harness.case import Case, RankSpec
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.pool import LocalPool
-from harness.procedure import BatchRequest, RunRequest
-from harness.search import BATCHES, run_check
+from harness.core.case import Case, RankSpec
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.core.procedure import BatchRequest, RunRequest
+from harness.pool.pool import LocalPool
+from harness.search.engine import BATCHES, run_check
 
 CORRECT = "harness.ragged:all_gather_ragged"
 CALL = Call(name="all_gather_ragged", positional=(("dim", "dim"),))
@@ -129,7 +129,7 @@ def test_two_batches_of_one_rank_run_at_once_on_two_sets_and_the_pool_stops_both
 
 def test_a_set_that_ran_many_batches_is_replaced_so_a_failure_s_history_stays_short(
         pool: LocalPool, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import rankset
+    from harness.pool import rankset
 
     monkeypatch.setattr(rankset, "MAX_BATCH_HISTORY", 10)
     cases = drawn(1, 8, seed=4)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import capabilities
-from harness.case import Case, RankSpec
-from harness.checks import check_outcome
-from harness.contract import Contract
-from harness.errors import PoolError
-from harness.machine import check_devices
-from harness.output import finding_message
-from harness.pool import LocalPool
-from harness.search import run_check
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_outcome
+from harness.core.contract import Contract
+from harness.core.errors import PoolError
+from harness.pool import capabilities
+from harness.pool.machine import check_devices
+from harness.pool.pool import LocalPool
+from harness.report.text import finding_message
+from harness.search.engine import run_check
 
 DEVICE_RAGGED = "tests.planted.gpu_gathers:device_ragged"
 EXAMPLES = 25

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.frontends import commands as cli
 
 pytestmark = pytest.mark.slow  # a dry-run step of tools/gpu_evidence.py (about 20 s)
 

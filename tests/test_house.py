@@ -4,10 +4,11 @@
   install as ``harness.strategies`` and ``harness.reference``), so a user's own
   ``strategies.py`` or ``reference.py`` can neither shadow ours nor be shadowed.
 - No module of the package imports, directly or through others, a module that imports it
-  back.  The rank side (:data:`RANK_SIDE`, every module a rank process imports) never imports a
-  controller module, and no ``"harness.module:attr"`` string (a helper call, a target) names a
-  controller module.  The modules a repro script embeds (``harness.repro.EMBEDDED``) import only
-  each other, the standard library and torch.  Each check is shown to catch a planted violation.
+  back, and no module imports one of a higher layer (:data:`harness.layers.LAYERS`, a folder
+  each): the rank side never imports a controller module, the pool never a front end.  No
+  ``"harness.module:attr"`` string (a helper call, a target) names a module above the rank
+  side.  The modules a repro script embeds (the core layer and the reference) import only each
+  other, the standard library and torch.  Each check is shown to catch a planted violation.
 - mypy (pinned) passes over the package, ruff (pinned) over the repository.  These and the wheel
   build check the development environment (``constraints.txt``'s torch, the ``test`` extras),
   not the torch under test: marked ``dev_env``, the torch-range legs leave them out.
@@ -31,32 +32,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import layers
 from tests.budgets import COMMAND_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Repository folder -> the package name it installs as.
 PACKAGES = {"harness": "harness", "strategies": "harness.strategies", "reference": "harness.reference"}
-#: The rank side: every module a rank process imports (its loop, the procedure, the messages, the
-#: case model, the helpers the controller has it run, the catalogue's targets).  Every other
-#: module is the controller's, and no module here may import one, directly or through others.
-RANK_SIDE = frozenset({
-    "harness.rank", "harness.protocol", "harness.procedure", "harness.case", "harness.values", "harness.conventions",
-    "harness.outputs",
-    "harness.contract", "harness.errors", "harness.targets", "harness.rank_calls", "harness.remote",
-    "harness.remote_worker", "harness._fast_exit", "harness.ragged", "harness.variants",
-    "harness.variants._collectives", "harness.variants.contrastive", "harness.variants.into_tensor",
-    "harness.variants.lucidrains", "harness.variants.megatron", "harness.variants.neighbours", "harness.variants.padded",
-    "harness.variants.plain", "harness.variants.relayouts",
-    "harness.variants.torch_paths",
-    # the fuzz engine's batches are judged on the ranks (harness.rank.on_batch)
-    "harness.checks", "harness.compare", "harness.reference",
-})
-#: The pool layer: the local and torchrun rank sets and what they are built on.  It serves the
-#: front ends and never imports one (:data:`FRONT_ENDS`), directly or through others: options are
-#: bound into a contract above it (``harness.api.bind``), and it is handed the result.
-POOL_LAYER = frozenset({"harness.pool", "harness.rankset", "harness.watch", "harness.faults", "harness.machine",
-                        "harness.forkserver", "harness.remote_driver", "harness.capabilities"})
-FRONT_ENDS = frozenset({"harness.api", "harness.arguments", "harness.cli", "harness.plugin"})
 #: What a module embedded in a repro script may import besides the other embedded modules.
 EMBEDDED_MAY_IMPORT = frozenset({"__future__", "torch"} | set(sys.stdlib_module_names))
 #: A helper call or a target named by a string: ``"harness.module:attr"``.
@@ -166,45 +147,46 @@ def test_no_import_cycle() -> None:
 
 def test_the_cycle_check_finds_a_planted_cycle() -> None:
     graph = import_graph()
-    graph["harness.case"] = graph["harness.case"] | {"harness.cli"}
-    assert any("harness.case" in cycle and "harness.cli" in cycle for cycle in cycles(graph))
+    graph["harness.core.case"] = graph["harness.core.case"] | {"harness.frontends.commands"}
+    assert any("harness.core.case" in cycle and "harness.frontends.commands" in cycle for cycle in cycles(graph))
 
 
-def controller_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Each rank-side module that reaches a controller module, with the controller modules it reaches."""
-    found = {side: reachable(graph, side) - RANK_SIDE for side in sorted(RANK_SIDE)}
-    return {side: reached for side, reached in found.items() if reached}
+def upward_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each module that imports a module of a higher layer (:data:`harness.layers.LAYERS`), with those modules."""
+    def height(module: str) -> int:
+        return layers.rank(layers.layer_of(module).name)
+
+    found = {module: {other for other in imported if height(other) > height(module)} for module, imported in graph.items()}
+    return {module: upward for module, upward in found.items() if upward}
 
 
-def test_the_rank_side_is_what_the_package_holds() -> None:
-    assert RANK_SIDE <= set(import_graph()), sorted(RANK_SIDE - set(import_graph()))
+def test_every_module_is_in_a_layer() -> None:
+    unplaced = []
+    for module in import_graph():
+        try:
+            layers.layer_of(module)
+        except KeyError:
+            unplaced.append(module)
+    assert unplaced == []
 
 
-def test_the_rank_side_never_imports_a_controller_module() -> None:
-    assert controller_imports(import_graph()) == {}
+def test_no_import_goes_up() -> None:
+    """The rank side never imports the controller's modules, the pool never a front end, and so on."""
+    assert upward_imports(import_graph()) == {}
 
 
-def test_the_rank_side_check_finds_a_planted_import() -> None:
+def test_the_layer_check_finds_planted_upward_imports() -> None:
     graph = import_graph()
-    graph["harness.case"] = graph["harness.case"] | {"harness.pool"}
-    assert "harness.pool" in controller_imports(graph)["harness.case"]
+    graph["harness.core.case"] = graph["harness.core.case"] | {"harness.pool.pool"}
+    graph["harness.pool.faults"] = graph["harness.pool.faults"] | {"harness.frontends.arguments"}
+    assert upward_imports(graph) == {"harness.core.case": {"harness.pool.pool"},
+                                     "harness.pool.faults": {"harness.frontends.arguments"}}
 
 
-def front_ends_reached(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Each pool-layer module that reaches a front end, with the front ends it reaches."""
-    found = {module: reachable(graph, module) & FRONT_ENDS for module in sorted(POOL_LAYER)}
-    return {module: reached for module, reached in found.items() if reached}
-
-
-def test_the_pool_layer_never_imports_a_front_end() -> None:
-    assert POOL_LAYER <= set(import_graph()), sorted(POOL_LAYER - set(import_graph()))
-    assert front_ends_reached(import_graph()) == {}
-
-
-def test_the_pool_layer_check_finds_a_planted_import() -> None:
-    graph = import_graph()
-    graph["harness.faults"] = graph["harness.faults"] | {"harness.arguments"}
-    assert front_ends_reached(graph)["harness.faults"] == {"harness.arguments"}
+def test_each_layer_is_a_folder_of_at_most_ten_modules() -> None:
+    for layer in layers.LAYERS:
+        modules = [name for name in import_graph() if name.startswith(layer.package + ".")]
+        assert 1 <= len(modules) <= 10, (layer.name, modules)
 
 
 def string_addresses(source: str) -> set[str]:
@@ -218,32 +200,39 @@ def string_addresses(source: str) -> set[str]:
 
 def test_strings_name_only_rank_side_modules() -> None:
     """Ranks import what a string names: a helper call or target must never name a controller module."""
-    named = {path.relative_to(ROOT).as_posix(): string_addresses(path.read_text()) - RANK_SIDE
+    named = {path.relative_to(ROOT).as_posix(): {module for module in string_addresses(path.read_text())
+                                                 if not layers.rank_side(module)}
              for path in module_files().values()}
     assert {path: modules for path, modules in named.items() if modules} == {}
 
 
 def test_the_address_check_finds_a_planted_controller_address() -> None:
-    assert string_addresses('pool.call(2, "harness.probe:plan_on_rank")') == {"harness.probe"}
+    assert string_addresses('pool.call(2, "harness.search.probe:plan_on_rank")') == {"harness.search.probe"}
+    assert not layers.rank_side("harness.search.probe") and layers.rank_side("harness.ranks.rank_calls")
 
 
-def embedded_violations(source: str, embedded: set[str]) -> list[str]:
-    """The imports of an embedded module's ``source`` that a repro script does not carry: one of
-    a module not embedded (relative), or of anything but the standard library and torch.
+def embedded_violations(name: str, source: str, embedded: set[str]) -> list[str]:
+    """The imports of embedded module ``name``'s ``source`` that a repro script does not carry:
+    one of a module not embedded (relative: the script loads the embedded modules as a private
+    package with the harness's folders), or of anything but the standard library and torch.
     Imports under ``if TYPE_CHECKING:`` never run and are left out."""
     tree = ast.parse(source)
     typing_only = {id(node) for block in ast.walk(tree)
                    if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
                    for statement in block.body for node in ast.walk(statement)}
+    packages = {module.rpartition(".")[0] for module in embedded}
     wrong = []
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom) and node.level:  # the embedded modules sit side by side
+        if isinstance(node, ast.ImportFrom) and node.level:
+            package = name if name in packages else name.rpartition(".")[0]
+            anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            base = f"{anchor}.{node.module}" if node.module else anchor
             dots = "." * node.level
-            named = ({node.module.split(".")[0]: f"from {dots}{node.module}"} if node.module
-                     else {alias.name: f"from {dots} import {alias.name}" for alias in node.names})
-            wrong += [text for name, text in named.items() if name not in embedded]
+            named = ({base: f"from {dots}{node.module}"} if node.module
+                     else {f"{base}.{alias.name}": f"from {dots} import {alias.name}" for alias in node.names})
+            wrong += [text for module, text in named.items() if module not in embedded]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             wrong += [f"import {module}" for module in modules if module.split(".")[0] not in EMBEDDED_MAY_IMPORT]
@@ -251,17 +240,22 @@ def embedded_violations(source: str, embedded: set[str]) -> list[str]:
 
 
 def test_repro_scripts_embed_every_module_their_modules_import() -> None:
-    from harness import repro
+    from harness.report import repro
 
-    embedded = {module.__name__.rpartition(".")[2] for module in repro.EMBEDDED}
-    wrong = {module.__name__: embedded_violations(inspect.getsource(module), embedded) for module in repro.EMBEDDED}
+    embedded = {module.__name__ for module in repro.EMBEDDED}
+    assert embedded == {name for name in import_graph() if layers.embedded(name)}
+    wrong = {module.__name__: embedded_violations(module.__name__, inspect.getsource(module), embedded)
+             for module in repro.EMBEDDED}
     assert {name: imports for name, imports in wrong.items() if imports} == {}
 
 
 def test_the_embedding_check_finds_planted_imports() -> None:
     source = ("from typing import TYPE_CHECKING\nimport torch\nfrom .case import Case\nfrom .pool import LocalPool\n"
-              "from harness.pool import LocalPool\nimport numpy\nif TYPE_CHECKING:\n    from .faults import Outcome\n")
-    assert embedded_violations(source, {"case"}) == ["from .pool", "import harness.pool", "import numpy"]
+              "from .. import reference\nfrom ..pool.faults import Outcome\n"
+              "from harness.pool.pool import LocalPool\nimport numpy\nif TYPE_CHECKING:\n    from .faults import Outcome\n")
+    embedded = {"harness.core.case", "harness.core.checks", "harness.reference"}
+    assert embedded_violations("harness.core.checks", source, embedded) == [
+        "from .pool", "from ..pool.faults", "import harness.pool.pool", "import numpy"]
 
 
 # -- types and lint -------------------------------------------------------------------------------
@@ -308,7 +302,7 @@ def crowded(tmp_path: Path) -> Path:
     (tmp_path / "reference.py").write_text("MINE = 'reference'\n")
     (tmp_path / "ok.py").write_text(CORRECT_GATHER)
     (tmp_path / "test_mine.py").write_text(
-        "import harness.api\nimport harness.strategies\nimport strategies, reference\n\n"
+        "import harness.frontends.api\nimport harness.strategies\nimport strategies, reference\n\n"
         "def test_my_modules_are_mine():\n"
         "    assert (strategies.MINE, reference.MINE) == ('strategies', 'reference')\n"
         "    assert harness.strategies.cases is not None\n"
@@ -444,8 +438,8 @@ def defined(dotted: str) -> bool:
 
 def moved(dotted: str) -> str | None:
     """Where a class or function that ``dotted`` names through a module (not a package's public name) is
-    defined, when that is another module: ``harness.contract.UsageError`` names an import, the class
-    lives in ``harness.errors``."""
+    defined, when that is another module: ``harness.core.contract.UsageError`` names an import, the class
+    lives in ``harness.core.errors``."""
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
@@ -492,10 +486,10 @@ def test_every_docstring_reference_names_a_definition() -> None:
 
 
 def test_the_reference_check_finds_planted_stale_references() -> None:
-    source = ('"""Raises :class:`UsageError`; see :func:`~harness.api.verify_target` and :data:`EXIT`."""\n'
-              'class Exit:\n    """One of :data:`Exit.USAGE`, not :class:`harness.contract.UsageError`; as :class:`torch.Tensor` and :func:`hypothesis.given`."""\n'
+    source = ('"""Raises :class:`UsageError`; see :func:`~harness.frontends.api.verify_target` and :data:`EXIT`."""\n'
+              'class Exit:\n    """One of :data:`Exit.USAGE`, not :class:`harness.core.contract.UsageError`; as :class:`torch.Tensor` and :func:`hypothesis.given`."""\n'
               '    #: Not :data:`USAGES`.\n    USAGE = 2\n\n    def name(self) -> str:\n        """Says :attr:`USAGE`, not :attr:`.usage`."""\n')
-    assert unresolved("harness.errors", source) == ["<module>: ~harness.api.verify_target", "<module>: EXIT",
-                                                    "Exit: harness.contract.UsageError (defined in harness.errors)",
+    assert unresolved("harness.core.errors", source) == ["<module>: ~harness.frontends.api.verify_target", "<module>: EXIT",
+                                                    "Exit: harness.core.contract.UsageError (defined in harness.core.errors)",
                                                     "Exit: USAGES",
                                                     "Exit.name: .usage"]

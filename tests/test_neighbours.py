@@ -14,15 +14,15 @@ import pytest
 import torch
 from harness.reference import expected_grad, expected_output, expected_reduction, within_bound
 
-from harness import minimal_repro, repro
-from harness.case import Case, RankSpec, make_cotangent, make_input
-from harness.contract import COLLECTIVES, Contract
-from harness.conventions import plan_call
-from harness.errors import Misfit, UsageError
-from harness.output import finding_message
-from harness.outputs import describe_result
-from harness.search import Finding, run_check
-from harness.targets import load
+from harness.core.case import Case, RankSpec, make_cotangent, make_input
+from harness.core.contract import COLLECTIVES, Contract
+from harness.core.conventions import plan_call
+from harness.core.errors import Misfit, UsageError
+from harness.core.outputs import describe_result
+from harness.ranks.targets import load
+from harness.report import minimal_repro, repro
+from harness.report.text import finding_message
+from harness.search.engine import Finding, run_check
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
 from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
 
@@ -205,7 +205,7 @@ def test_a_planted_bug_in_a_list_form_is_found_and_shrunk(pool, name: str, contr
 
 
 def test_a_ragged_claim_without_split_sizes_is_refused_not_judged(pool) -> None:
-    from harness.probe import probe
+    from harness.search.probe import probe
 
     with pytest.raises(Misfit, match="takes no split_sizes parameter .* --no-ragged"):
         probe(pool, "tests.planted.neighbours:rs_equal_only", Contract(**RS), "float32", timeout_s=TIMEOUT_S)
@@ -353,7 +353,7 @@ def test_a_planted_bug_in_a_form_as_written_is_found_and_shrunk(pool, name: str,
 ])
 def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.CaptureFixture[str], name: str,
                                                           flags: list[str], message: str) -> None:
-    from harness import cli
+    from harness.frontends import commands as cli
 
     status = cli.main(["check", f"tests.planted.neighbours:{name}", "--collective", "all-to-all", "--no-ragged",
                        "--world-sizes", "1-2", *flags])
@@ -362,7 +362,7 @@ def test_a_half_bound_target_exits_2_naming_the_parameter(capsys: pytest.Capture
 
 
 def test_an_in_place_write_that_changes_the_input_is_a_violation_without_the_unchanged_note(pool) -> None:
-    from harness.checks import IN_PLACE_NOTE
+    from harness.core.checks import IN_PLACE_NOTE
 
     report = run_check("tests.planted.neighbours:rs_in_place", Contract(**RS, dtypes=("float32",), world_sizes=(2, 2)),
                        max_examples=20, timeout_s=TIMEOUT_S, pool=pool)
@@ -374,7 +374,7 @@ def test_a_differentiable_neighbour_checked_without_gradients_is_offered_the_adj
     """Not a gather's sum, local or mean: a reduce-scatter's or an all-to-all's gradient contract is the adjoint."""
     import warnings
 
-    from harness.api import GatherNote, check_gather
+    from harness.frontends.api import GatherNote, check_gather
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -549,7 +549,7 @@ def test_the_seven_published_signatures_are_called_as_written() -> None:
 
 
 def test_a_dtype_not_drawn_is_explained_in_the_words_of_the_collective_checked() -> None:
-    from harness.capabilities import Capabilities
+    from harness.pool.capabilities import Capabilities
 
     caps = Capabilities("gloo", "cpu", "2.13", {("int16", "all_gather"): "no", ("int16", "all_to_all_single"): "no",
                                                 ("bool", "all_gather"): "no", ("bool", "reduce_scatter_tensor"): "ok"})

@@ -1,6 +1,6 @@
 """One table of options, bound one way: ``check_gather``, ``check``, ``fuzz`` and the pytest options agree.
 
-:data:`harness.options.OPTIONS` declares every setting; :func:`harness.api.bind` is the one way
+:data:`harness.settings.options.OPTIONS` declares every setting; :func:`harness.frontends.api.bind` is the one way
 from a front end's values to a check.  These tests hold the front ends to both, without running
 a search: the check is stopped where its options are bound.
 """
@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from harness import api, check_gather, cli, fuzz
-from harness.api import CheckOptions
-from harness.contract import Contract
-from harness.errors import UsageError
-from harness.options import OPTIONS, command_line, resolved
+from harness import check_gather
+from harness.core.contract import Contract
+from harness.core.errors import UsageError
+from harness.frontends import api, fuzz
+from harness.frontends import commands as cli
+from harness.frontends.api import CheckOptions
+from harness.settings.options import OPTIONS, command_line, resolved
 
 TARGET = "harness.ragged:all_gather_ragged"
 #: Settings of the command line alone: a time budget and where output goes (check_gather returns a report).

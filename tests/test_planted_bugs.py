@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.api import profile_settings
-from harness.case import Case, RankSpec
-from harness.checks import IN_PLACE_NOTE, check_outcome
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.output import finding_message
-from harness.search import Finding, run_check
+from harness.core.case import Case, RankSpec
+from harness.core.checks import IN_PLACE_NOTE, check_outcome
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.frontends.api import profile_settings
+from harness.report.text import finding_message
+from harness.search.engine import Finding, run_check
 from harness.variants import GLOO_DTYPES
 from tests.budgets import PLANTED_SHRINK_BUDGET_S, PLANTED_TIMEOUT_S
 from tests.test_catalogue import RELEASE, is_zero

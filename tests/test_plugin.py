@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pool import LocalPool
+from harness.pool.pool import LocalPool
 
 pytest_plugins = ["pytester"]
 
@@ -178,7 +178,7 @@ def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester
         "FAILED test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]] - AssertionError: gather check failed: *",
         "FAILED test_gathers.py::test_by_hand - AssertionError: gather check failed: dtype (mismatch) at W=1 float64*",
     ])
-    assert "def check_gather" not in out and "harness/api.py" not in out and "__tracebackhide__" not in out
+    assert "def check_gather" not in out and "harness/frontends/api.py" not in out and "__tracebackhide__" not in out
     assert "--world-sizes 1-2 --max-examples 5 --seed 0" in out  # test_by_hand gave its own budget, no seed
 
 

@@ -18,19 +18,19 @@ import weakref
 import pytest
 import torch.distributed as dist
 
-from harness import hints
-from harness.case import Case, RankSpec
-from harness.checks import check_outcome
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.faults import in_step
-from harness.finding import finding_of
-from harness.options import PATIENCE
-from harness.pool import LocalPool
-from harness.procedure import RankResult
-from harness.protocol import Entered, ledger_text, read_ledger, read_slot
-from harness.stacks import user_frames
-from harness.watch import usage
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_outcome
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.core.procedure import RankResult
+from harness.pool.faults import in_step
+from harness.pool.pool import LocalPool
+from harness.pool.watch import usage
+from harness.ranks.protocol import Entered, ledger_text, read_ledger, read_slot
+from harness.report import hints
+from harness.report.stacks import user_frames
+from harness.search.finding import finding_of
+from harness.settings.options import PATIENCE
 
 TIMEOUT_S = 2.0
 SLACK_S = 4.0
@@ -103,7 +103,7 @@ def test_hang_report_has_every_blocked_ranks_stack_and_collective(fault_pool: Lo
     # As a person reads it: the target's frames, and the collective the others wait in.
     shown = user_frames(report)
     assert "in hang_rank1" in shown and "in correct" in shown and "distributed_c10d.py" in shown
-    assert "harness/rank.py" not in shown and "multiprocessing" not in shown and "procedure.py" not in shown
+    assert "harness/ranks/rank.py" not in shown and "multiprocessing" not in shown and "procedure.py" not in shown
     assert shown.count("frames of the harness, Python and torch hidden: --full-stacks shows them") == 3
 
 

@@ -19,8 +19,8 @@ DRIVER = textwrap.dedent(
     """
     import signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from harness.case import Case, RankSpec
-    from harness.pool import LocalPool
+    from harness.core.case import Case, RankSpec
+    from harness.pool.pool import LocalPool
     pool = LocalPool(timeout=30)
     case = Case(ranks=(RankSpec((2,)), RankSpec((1,)), RankSpec((0,))))
     assert pool.run(case, "tests.planted.faults:correct").fault is None
@@ -103,7 +103,7 @@ def marked(pid: int, mark: str) -> bool:
 def test_a_dead_drivers_temporary_directory_is_removed_by_the_next_pool(tmp_path) -> None:
     import tempfile
 
-    from harness.pool import TMP_PREFIX, LocalPool
+    from harness.pool.pool import TMP_PREFIX, LocalPool
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-")
@@ -113,8 +113,8 @@ def test_a_dead_drivers_temporary_directory_is_removed_by_the_next_pool(tmp_path
 
 
 def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:
-    from harness.contract import Contract
-    from harness.search import run_check
+    from harness.core.contract import Contract
+    from harness.search.engine import run_check
 
     contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(1, 2))
     leaking = run_check("tests.planted.faults:leaks_thread", contract, max_examples=5)
@@ -124,10 +124,10 @@ def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:
 
 def test_groups_a_target_makes_are_its_leak_and_the_harness_made_ones_are_not() -> None:
     """A process group made in the target is its leak (its ranks are replaced); one the catalogue's
-    glue has the harness make (``harness.procedure.make_groups``, a 2-D mesh's other dimension) is not,
+    glue has the harness make (``harness.core.procedure.make_groups``, a 2-D mesh's other dimension) is not,
     so those ranks stay warm."""
-    from harness.contract import Contract
-    from harness.search import run_check
+    from harness.core.contract import Contract
+    from harness.search.engine import run_check
     from harness.variants import by_name
 
     contract = Contract(ragged=True, dims="any", grad="none", world_sizes=(2, 2))

@@ -14,9 +14,9 @@ from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 from harness import strategies
-from harness.checks import check_outcome
-from harness.compare import Violation
-from harness.contract import Contract
+from harness.core.checks import check_outcome
+from harness.core.compare import Violation
+from harness.core.contract import Contract
 from harness.variants import GLOO_DTYPES
 
 pytestmark = pytest.mark.slow  # Hypothesis over ranks, one search per property (5-12 s each)

@@ -9,10 +9,10 @@ view; that is enough only while gloo reduce-scatters every real dtype a gradient
 
 from __future__ import annotations
 
-from harness import capabilities
-from harness.case import Case, RankSpec
-from harness.checks import check_outcome
-from harness.contract import DIFFERENTIABLE_DTYPES
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_outcome
+from harness.core.contract import DIFFERENTIABLE_DTYPES
+from harness.pool import capabilities
 
 #: The real dtype a complex tensor's ``view_as_real`` has.
 CARRIED_AS = {"complex64": "float32", "complex128": "float64"}

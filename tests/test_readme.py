@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import notation
+from harness.report import notation
 
 pytestmark = pytest.mark.slow  # every block of the README and docs/ runs as a shell command (up to 40 s each)
 
@@ -177,8 +177,8 @@ def report_catalogue_rows() -> list[tuple[str, str]]:
 def test_the_report_page_catalogue_table_is_the_catalogue() -> None:
     """Every catalogue variant has its row, in catalogue order, claiming what the catalogue says
     (as ``report --markdown`` prints it); the page shows no variant the catalogue lacks."""
-    from harness.catalogue_report import short_contract
-    from harness.contract import COLLECTIVES
+    from harness.core.contract import COLLECTIVES
+    from harness.frontends.catalogue_report import short_contract
     from harness.variants import CATALOGUE
 
     printed = sorted(CATALOGUE, key=lambda spec: list(COLLECTIVES).index(spec.contract.collective))  # a section each

@@ -8,8 +8,8 @@ from harness.reference import ExpectedGrad, expected_grad, expected_output, with
 from harness.strategies import cases
 from hypothesis import HealthCheck, given, settings
 
-from harness.case import Case, RankSpec, make_cotangent, make_input, torch_dtype
-from harness.contract import DTYPE_GROUPS, Contract
+from harness.core.case import Case, RankSpec, make_cotangent, make_input, torch_dtype
+from harness.core.contract import DTYPE_GROUPS, Contract
 
 
 def _ints_case(lengths: tuple[int, ...], dtype: str = "float32") -> Case:

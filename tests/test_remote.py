@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.case import Case, RankSpec
-from harness.checks import check_outcome
-from harness.cli import main
-from harness.contract import Contract
-from harness.errors import PoolError
-from harness.remote_driver import RemotePool
-from harness.remote_worker import AUTHKEY_ENV, worker_main
-from harness.search import run_check
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_outcome
+from harness.core.contract import Contract
+from harness.core.errors import PoolError
+from harness.frontends.commands import main
+from harness.pool.remote_driver import RemotePool
+from harness.ranks.remote_worker import AUTHKEY_ENV, worker_main
+from harness.search.engine import run_check
 
 pytestmark = pytest.mark.slow  # torchrun jobs (about 15 s to start one)
 

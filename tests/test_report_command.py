@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli
-from harness.catalogue_report import HEADER, TEXT_HEADER, WIDTH
-from harness.pool import LocalPool
+from harness.frontends import commands as cli
+from harness.frontends.catalogue_report import HEADER, TEXT_HEADER, WIDTH
+from harness.pool.pool import LocalPool
 from tests.budgets import COMMAND_TIMEOUT_S
 
 pytestmark = pytest.mark.slow  # the report command in a subprocess

@@ -1,6 +1,6 @@
 """The catalogue report's table: within 120 columns, the same on every run, and the one the docs show.
 
-- the text fits :data:`~harness.catalogue_report.WIDTH` columns, folded at spaces, never cut;
+- the text fits :data:`~harness.frontends.catalogue_report.WIDTH` columns, folded at spaces, never cut;
 - a row whose outcome a known torch race decides reads the same whatever this run's timing;
 - shrinking and the confirmation's history search are bounded by counts, never by seconds;
 - the plan that shares the variants between the workers is fixed by the specs alone;
@@ -27,13 +27,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import catalogue_report, confirm
-from harness.case import Case, RankSpec
-from harness.catalogue_report import HEADER, WIDTH, Row, folded_table, plan, short_contract, text_report
-from harness.compare import Violation
-from harness.contract import COLLECTIVES
-from harness.results import CheckReport
-from harness.search import _ShrinkClock
+from harness.core.case import Case, RankSpec
+from harness.core.compare import Violation
+from harness.core.contract import COLLECTIVES
+from harness.frontends import catalogue_report
+from harness.frontends.catalogue_report import HEADER, WIDTH, Row, folded_table, plan, short_contract, text_report
+from harness.search import confirm
+from harness.search.engine import _ShrinkClock
+from harness.search.results import CheckReport
 from harness.variants import CATALOGUE, by_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,7 +195,7 @@ def test_the_history_search_is_bounded_by_replays_not_seconds(monkeypatch: pytes
 
 
 def _Finding():  # noqa: N802, ANN202
-    from harness.finding import Finding
+    from harness.search.finding import Finding
 
     return Finding("values", "mismatch", _case(1), "message", [])
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import minimal_repro, repro
-from harness.api import profile_settings
-from harness.case import Case, RankSpec
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.finding import Finding
-from harness.pool import LocalPool
-from harness.search import run_check
+from harness.core.case import Case, RankSpec
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.frontends.api import profile_settings
+from harness.pool.pool import LocalPool
+from harness.report import minimal_repro, repro
+from harness.search.engine import run_check
+from harness.search.finding import Finding
 from tests.budgets import SCRIPT_TIMEOUT_S
 from tests.test_planted_bugs import IN_PLACE_REFUSED, REFUSED
 

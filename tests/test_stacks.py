@@ -7,9 +7,10 @@ import sysconfig
 
 import torch
 
-from harness import stacks
+from harness import layers
+from harness.report import stacks
 
-HARNESS = os.path.dirname(stacks.__file__)
+HARNESS = layers.PACKAGE_DIR
 TORCH = os.path.dirname(torch.__file__)
 STDLIB = sysconfig.get_paths()["stdlib"]
 
@@ -18,18 +19,18 @@ DUMP = f"""  rank 1 blocked in collective #1 all_gather(torch.float32, shape=(1,
       Current thread 0x00007f34b4498b80 (most recent call first):
         File "{TORCH}/distributed/distributed_c10d.py", line 4287 in all_gather
         File "{TORCH}/distributed/c10d_logger.py", line 83 in wrapper
-        File "{HARNESS}/rank.py", line 133 in recorded
+        File "{HARNESS}/ranks/rank.py", line 133 in recorded
         File "/home/me/mytrain/dist_utils.py", line 11 in forward
         File "{TORCH}/autograd/function.py", line 625 in apply
-        File "{HARNESS}/conventions.py", line 91 in invoke
-        File "{HARNESS}/procedure.py", line 141 in run_case
+        File "{HARNESS}/core/conventions.py", line 91 in invoke
+        File "{HARNESS}/core/procedure.py", line 141 in run_case
         File "{STDLIB}/multiprocessing/process.py", line 108 in run
         File "<string>", line 1 in <module>"""
 
 #: A rank's traceback (most recent call last), with source lines and carets under frames.
 TRACEBACK = f"""  rank 0 raised before entering any collective
     Traceback (most recent call last):
-      File "{HARNESS}/procedure.py", line 141, in run_case
+      File "{HARNESS}/core/procedure.py", line 141, in run_case
         y = call.invoke(target, x, case.dim, group, pass_group=bool(case.groups))
             ^^^^^^^^^^^^^^^^^
       File "/home/me/mine.py", line 5, in gather

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness import strategies
-from harness.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
-from harness.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
-from harness.coverage import Coverage
+from harness.core.case import COTANGENT_LAYOUTS, LAYOUTS, VALUE_RECIPES, Case, RankSpec
+from harness.core.contract import ALL_DTYPES, DIFFERENTIABLE_DTYPES, Contract, UsageError
+from harness.search.coverage import Coverage
 
 #: A contract that lets the strategies reach everything: ragged, any dim, W up to 8, grads.
 OPEN = Contract(grad="sum", world_sizes=(1, 8))

@@ -24,20 +24,26 @@ import pytest
 from hypothesis import settings
 
 from benchmarks import concurrency, shrinking
-from harness import capabilities, catalogue_report, cli, confirm, hints, repro, search, strategies
-from harness.api import profile_settings, warn_unattributed
-from harness.case import Case, RankSpec
-from harness.checks import check_outcome
-from harness.compare import Violation
-from harness.contract import Contract
-from harness.conventions import Call
-from harness.faults import Outcome
-from harness.finding import Finding, UnreproducedFaultWarning
-from harness.output import finding_message
-from harness.pool import LocalPool
-from harness.procedure import RankResult, record_error
-from harness.results import CheckReport
-from harness.search import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness import strategies
+from harness.core.case import Case, RankSpec
+from harness.core.checks import check_outcome
+from harness.core.compare import Violation
+from harness.core.contract import Contract
+from harness.core.conventions import Call
+from harness.core.procedure import RankResult, record_error
+from harness.frontends import catalogue_report
+from harness.frontends import commands as cli
+from harness.frontends.api import profile_settings, warn_unattributed
+from harness.pool import capabilities
+from harness.pool.faults import Outcome
+from harness.pool.pool import LocalPool
+from harness.report import hints, repro
+from harness.report.text import finding_message
+from harness.search import confirm
+from harness.search import engine as search
+from harness.search.engine import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness.search.finding import Finding, UnreproducedFaultWarning
+from harness.search.results import CheckReport
 from harness.variants import by_name
 from tests.budgets import SCRIPT_TIMEOUT_S
 

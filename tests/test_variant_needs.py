@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import profiles
-from harness.cli import main
-from harness.targets import load
+from harness.frontends.commands import main
+from harness.ranks.targets import load
+from harness.settings import profiles
 from harness.variants import CATALOGUE, DTENSOR, Need
 
 #: In a fixed order (module, then names): every pytest-xdist worker must collect the same list,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness import check_gather
-from harness.errors import UsageError
-from harness.pool import LocalPool
+from harness.core.errors import UsageError
+from harness.pool.pool import LocalPool
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "tests.planted.contracts"
@@ -78,7 +78,7 @@ def test_differentiable_on_some_cases_only_stays_a_finding(pool: LocalPool) -> N
         check_gather(f"{PLANTED}:differentiable_at_one_rank", ragged=False, grad="sum", max_examples=30, seed=0)
     text = str(failed.value)
     assert "grad of x=None (the output does not require grad, so no gradient flows back to x)" in text
-    assert "harness/procedure.py" not in text
+    assert "harness/core/procedure.py" not in text
 
 
 def test_a_local_gradient_passes_and_says_what_a_contrastive_loss_needs(pool: LocalPool) -> None:

@@ -266,7 +266,7 @@ print(f"one call at W=1 on {backend}/{device}, synchronized: " + "; ".join(parts
 CAPABILITIES = """
 import sys
 from harness import capabilities
-from harness.pool import shared_pool
+from harness.pool.pool import shared_pool
 single, device, shared = sys.argv[1:]
 pool = shared_pool()
 tables = [capabilities.measure(pool, backend, device) for backend in dict.fromkeys([single, shared])]

@@ -6,7 +6,7 @@ Not a bug of a gather by itself (there is nothing to exchange), but it is why a 
 on alone after its peers raised (a backward that fails on ranks 1..W-1 only, then further calls
 on empty inputs) leaves a process group that hangs whatever runs on it next.  gather-harness
 once kept such ranks for the next case and reported that hang against the next target
-(``harness.faults.in_step`` now compares every group's operation count before keeping ranks).
+(``harness.pool.faults.in_step`` now compares every group's operation count before keeping ranks).
 Run: timeout 60 python docs/findings/gloo_empty_all_gather_alone.py   (exit 1 = reproduced)
 """
 

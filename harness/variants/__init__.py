@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from harness.contract import ALL_DTYPES, OP_DTYPES, Contract
+from harness.core.contract import ALL_DTYPES, OP_DTYPES, Contract
 
 #: Every dtype gloo can move: all of the harness's names but ``int16``, which gloo rejects.
 GLOO_DTYPES: tuple[str, ...] = tuple(name for name in ALL_DTYPES if name != "int16")

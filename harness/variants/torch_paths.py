@@ -47,7 +47,7 @@ import torch.distributed.nn.functional as dist_nn
 import torch.distributed.tensor as dtensor
 from torch.distributed.device_mesh import DeviceMesh
 
-from harness.procedure import made_group, make_groups
+from harness.core.procedure import made_group, make_groups
 
 # Only modules every supported torch has are imported here; their names are looked up when a path
 # runs, so a torch that lacks one (DTensor's public names arrived in 2.5, ``all_gather_single`` later)
@@ -394,7 +394,7 @@ def _mesh2d(x: torch.Tensor, group: dist.ProcessGroup | None) -> tuple[DeviceMes
     ``group=None``: a ``(1, W)`` mesh, gathering along mesh dim 1 = the world.  Otherwise the
     mesh of :func:`mesh2d_layout`, built with ``DeviceMesh.from_group([g0, g1], ...)`` from
     the harness's own group for its dimension and, for the other dimension, groups the harness
-    makes and keeps (:func:`harness.procedure.make_groups`: a collective over the world, so
+    makes and keeps (:func:`harness.core.procedure.make_groups`: a collective over the world, so
     every rank must make its first call for a layout together, which the harness's SPMD calls
     do; their connections are the harness's, not a leak of the variant's).
     """

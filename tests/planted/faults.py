@@ -229,7 +229,7 @@ def measurement_dies_once(device: str = "cpu") -> dict:
             open(HICCUP_MARKER, "w").close()
             os._exit(9)
         return {}
-    from harness.rank_calls import measure_capabilities
+    from harness.ranks.rank_calls import measure_capabilities
 
     return measure_capabilities(device)
 

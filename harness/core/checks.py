@@ -1,0 +1,384 @@
+"""The properties: compare what each rank observed with the reference.
+
+Each property is a named check returning :class:`~harness.core.compare.Violation` objects; nothing
+here raises, so the CLI, the pytest plugin, the report and repro scripts decide what a
+violation means.  How one tensor is compared with another, and the text of a difference, is
+:mod:`harness.core.compare`.
+
+``values`` is numeric equality (NaN equals NaN, -0.0 equals +0.0), right for a gather that
+builds its result with arithmetic (zero-fill + ``all_reduce``); ``bits`` is raw-byte
+identity (signed zeros, NaN payloads, the bytes of bools), right for a data-movement op, and
+can be waived per contract.  ``stable`` and ``repeatable`` compare a result with the *first
+copy of itself*, never with the reference, so they fire only for what changes between
+calls, not for what ``values``/``bits`` already explain; the second call's own result (on
+the companion input) is judged by ``dtype``/``shape``/``values``/``bits`` like the first.
+
+This module is embedded in repro scripts, which run exactly these comparisons: it imports
+only torch and the other embedded modules (``case``, ``compare``, ``contract``, ``outputs``,
+``procedure``, ``reference``), relatively.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING
+
+import torch
+
+from .. import reference
+from .case import Case, make_input
+from .compare import (
+    Expected,
+    Violation,
+    check_bits,
+    check_like,
+    check_values,
+    element_text,
+    exact_value,
+    first_false,
+    identical,
+    index_text,
+)
+from .contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
+from .outputs import OUTPUTS
+from .procedure import BatchSummary, RankResult
+
+if TYPE_CHECKING:
+    from harness.pool.faults import Outcome
+
+#: Property names, in the order they are checked and reported.
+PROPERTIES: tuple[str, ...] = (
+    "no-hang-no-crash",
+    "dtype",
+    "shape",
+    "device",
+    "values",
+    "bits",
+    "inputs-untouched",
+    "gradients",
+    "stable",
+    "repeatable",
+    "misuse",
+)
+_PHASE_PROPERTY = {"setup": "no-hang-no-crash", "forward": "values", "backward": "gradients", "repeat": "stable"}
+
+
+def check_outcome(outcome: Outcome, *, bits: bool = True) -> list[Violation]:
+    """Every in-contract property, for every rank; empty when the case passed.
+
+    A rank that raised is reported under the property of the phase it raised in, first,
+    whether its peers then blocked (a fault of kind ``exception``) or returned: which of the
+    two the controller sees can be a race (a peer going on alone through collectives on
+    empty tensors may finish or be caught waiting), and the same failure must land in the
+    same place every time, or shrinking it would stop at the first flip.
+    """
+    if outcome.fault == "exception":
+        return _raised_while_others_wait(outcome)
+    if outcome.fault:
+        return [Violation("no-hang-no-crash", outcome.fault, None, outcome.describe_fault())]
+    violations: list[Violation] = []
+    for result in outcome.results:
+        assert result is not None  # no fault means every rank returned
+        violations += check_result(outcome.case, result, bits=bits)
+    return sorted(violations, key=_reported_order)
+
+
+def _reported_order(violation: Violation) -> tuple[bool, int, int]:
+    """Exceptions first (the earliest phase first), then by property and rank."""
+    return (violation.kind != "exception", PROPERTIES.index(violation.property),
+            violation.rank if violation.rank is not None else -1)
+
+
+def _raised_while_others_wait(outcome: Outcome) -> list[Violation]:
+    """The ranks that raised, each under its phase's property; the first says where the others waited."""
+    raised = sorted((_raised(result) for result in outcome.errors), key=_reported_order)
+    waiting = [fault.describe() for fault in outcome.faults if fault.state != "raised"]
+    if not waiting:  # not diagnosed (a search step): who did not return is all that is known
+        waiting = [f"rank {r} did not return" for r, result in enumerate(outcome.results) if result is None]
+    first = raised[0]
+    note = "meanwhile, waiting for the rank(s) that raised:\n" + _indent("\n".join(waiting))
+    return [Violation(first.property, first.kind, first.rank, f"{first.message}\n{note}"), *raised[1:]]
+
+
+def check_result(case: Case, result: RankResult, *, bits: bool = True) -> list[Violation]:
+    """The properties of one rank that returned: output, input, gradient, stability."""
+    if result.error:
+        return [_raised(result)]
+    if result.idle:
+        return []
+    r = result.rank
+    expected = expected_pieces(case, r)
+    names = OUTPUTS[case.output].piece_names(len(expected))
+    found = _check_pieces(result, expected, names, bits=bits)
+    untouched = check_input_untouched(case, result)
+    found += untouched
+    if gradients_checked(case):
+        written = any(v.kind == "in-place" for v in untouched)
+        found += [_caused_by_the_write(v) if written else v for v in check_gradient(case, result)]
+    if result.repeat_output is not None and not found:
+        found += _check_stability(case, result, names, bits=bits)
+    return found
+
+
+def _check_pieces(result: RankResult, expected: list[Expected], names: list[str], *, bits: bool) -> list[Violation]:
+    """Device, dtype, shape, values and bits of every piece of the first result."""
+    r = result.rank
+    got = result.output or []
+    if len(got) != len(expected):
+        return [Violation("values", "mismatch", r, f"output has {len(got)} pieces, but should have {len(expected)} on rank {r}")]
+    found: list[Violation] = []
+    for name, piece, device, want in zip(names, got, result.output_devices, expected):
+        found += check_device(name, device, result.device, r) or _check_piece(name, piece, want, r, bits=bits)
+    return found
+
+
+def _check_piece(name: str, piece: torch.Tensor | None, want: Expected, r: int, *, bits: bool,
+                 where: str = "") -> list[Violation]:
+    """dtype and shape, then values, then (with ``bits``, for an exact reference) raw bytes."""
+    exact = want if isinstance(want, torch.Tensor) else None
+    if exact is not None and bits and identical(piece, exact):
+        return []  # the same bytes: every comparison below passes (what nearly every piece shows)
+    return (check_like(name, piece, exact_value(want), r, where=where)
+            or check_values("values", name, piece, want, r, where=where)
+            or (check_bits("bits", name, piece, exact, r, where=where) if bits and exact is not None else []))
+
+
+def _check_stability(case: Case, result: RankResult, names: list[str], *, bits: bool) -> list[Violation]:
+    """The first result is unchanged by later calls (stable), a second call on other values is
+    right (checked as values, under their own properties), and the same call made again gives
+    the same bits (repeatable)."""
+    r = result.rank
+    found: list[Violation] = []
+    first = result.output or []
+    companion = expected_pieces(case, r, companion=True)
+    for k, name in enumerate(names):
+        original = first[k]
+        if original is None:
+            continue
+        later = (result.output_later or [None] * len(names))[k]
+        found += check_bits("stable", name, later, original, r, where=_LATER)
+        second = (result.companion_output or [None] * len(names))[k]
+        found += _check_piece(name, second, companion[k], r, bits=bits, where=_COMPANION)
+        again = (result.repeat_output or [None] * len(names))[k]
+        found += check_bits("repeatable", name, again, original, r, where=_AGAIN)
+    return found
+
+
+def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[Expected]:
+    """The reference pieces of ``rank``: for a gather the same for every member of its group, so
+    computed once per group; every rank's own for the other collectives."""
+    members = case.members(rank)
+    shared = case.collective == "gather" and members
+    return _group_pieces(case, members[0] if shared else rank, companion)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_pieces(case: Case, first: int, companion: bool) -> list[Expected]:
+    """Cached: shrinking and replays run the same case many times.  Never modified by a check."""
+    return reference.expected_pieces(case, first, companion=companion)
+
+
+@functools.lru_cache(maxsize=256)
+def _original_input(case: Case, rank: int) -> torch.Tensor:
+    return make_input(case, rank)
+
+
+@functools.lru_cache(maxsize=256)
+def _expected_grad(case: Case, rank: int, contract: str) -> reference.ExpectedGrad:
+    return reference.expected_grad(case, rank, contract)
+
+
+def precompute_reference(case: Case, *, stability: bool) -> None:
+    """Compute (into the caches) what :func:`check_outcome` will compare ``case``'s results with.
+
+    The pool calls this while the ranks run the case, so the reference costs no wall time of
+    its own: the driver would otherwise only wait.  ``stability``: the companion call runs too.
+    """
+    for rank in range(case.world_size):
+        if case.idle(rank):
+            continue
+        expected_pieces(case, rank)
+        if stability:
+            expected_pieces(case, rank, companion=True)
+        _original_input(case, rank)
+        if gradients_checked(case):
+            _expected_grad(case, rank, case.grad)
+
+
+def gradients_checked(case: Case) -> bool:
+    """Whether ``case``'s ranks run the backward pass (and their input requires grad)."""
+    return case.grad != "none" and case.dtype in DIFFERENTIABLE_DTYPES
+
+
+def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
+    """Values, strides and, where gradients are checked, the version counter of the input.
+
+    A call that writes into its input and leaves the same values there (``tensor_list[rank]
+    = x; dist.all_gather(tensor_list, x)``) passes a comparison of values; the version counter
+    still moved, and autograd checks it.  Without gradients it is a note (:data:`IN_PLACE_NOTE`, :func:`outcome_notes`).
+    """
+    r = result.rank
+    if result.input_stride_after is not None:
+        return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
+    changed = check_bits("inputs-untouched", "input", result.input_after, _original_input(case, r), r,
+                         where="after the call")
+    if changed or not written_in_place(result) or not gradients_checked(case):
+        return changed
+    return [Violation("inputs-untouched", "in-place", r,
+                      f"input was written in place on rank {r} ({_version_text(result)}) though its values are "
+                      f"unchanged: {IN_PLACE_CONSEQUENCE}")]
+
+
+#: What an in-place write into a collective's input does in a real model, said once for messages and notes.
+IN_PLACE_CONSEQUENCE = ("in real code, autograd raises 'one of the variables needed for gradient computation has "
+                        "been modified by an inplace operation' when the op before the collective saved its output "
+                        "(relu, sigmoid, ...)")
+
+
+def written_in_place(result: RankResult) -> bool:
+    """The first call bumped the input's version counter: it wrote into ``x``, whatever it wrote."""
+    return result.input_version is not None and result.input_version[1] != result.input_version[0]
+
+
+#: The note for an in-place write where no gradient is checked: not a violation there.
+IN_PLACE_NOTE = (f"the target writes into its input in place (its version counter moves) though the values stay the "
+                 f"same: harmless without gradients, but where its input requires grad, {IN_PLACE_CONSEQUENCE}")
+
+
+def outcome_notes(outcome: Outcome) -> list[str]:
+    """What ``outcome`` shows that is worth a note but breaks no property of its case."""
+    case = outcome.case
+    written = any(res is not None and not res.error and written_in_place(res) for res in outcome.results)
+    return [IN_PLACE_NOTE] if written and not gradients_checked(case) else []
+
+
+def _version_text(result: RankResult) -> str:
+    before, after = result.input_version or (0, 0)
+    return f"its version counter went from {before} to {after}"
+
+
+def _caused_by_the_write(violation: Violation) -> Violation:
+    return dataclasses.replace(violation, message=violation.message + " (the cause: the call wrote into its input "
+                                                                      "in place, see inputs-untouched)")
+
+
+def check_gradient(case: Case, result: RankResult) -> list[Violation]:
+    r = result.rank
+    if result.no_backward.startswith("shape:"):
+        return []  # the output's shape is the violation; a gradient of the wrong shape's output means nothing
+    want = _expected_grad(case, r, case.grad)
+    got = result.grad
+    if got is None:
+        why = f" ({result.no_backward.partition(': ')[2]})" if result.no_backward else ""
+        return [Violation("gradients", "mismatch", r, f"grad of x=None{why}, but should be "
+                                                      f"{_contract_text(case.grad, case.collective)} on rank {r}")]
+    like = check_device("grad", result.grad_device, result.device, r, prop="gradients") or check_like(
+        "grad", got, want.in_dtype, r, prop="gradients")
+    if like:
+        return like
+    ok = reference.within_bound(got, want)
+    if bool(ok.all()):
+        return []
+    index = first_false(ok)
+    message = (
+        f"grad{index_text(index)}={element_text(got, index)}, but should be {element_text(want.in_dtype, index)}"
+        f" (±{float(want.bound[index]):.3g}; {_contract_text(case.grad, case.collective)}) on rank {r}"
+    )
+    return [Violation("gradients", "mismatch", r, message)]
+
+
+def check_device(what: str, got: str | None, want: str, r: int, *, prop: str = "device") -> list[Violation]:
+    """A result lives on its rank's own device, index included (``cuda:0`` on rank 1 is wrong)."""
+    if got != want:
+        return [Violation(prop, "mismatch", r, f"{what}.device={got}, but should be {want} on rank {r}")]
+    return []
+
+
+def check_misuse(outcome: Outcome) -> list[Violation]:
+    """A misuse case (out-of-contract input): every rank must raise in time, or the answer must be right."""
+    if outcome.fault:
+        return [Violation("misuse", outcome.fault, None, outcome.describe_fault())]
+    results = [res for res in outcome.results if res is not None and not res.idle]
+    if all(res.error for res in results):
+        return []
+    raised = [res.rank for res in results if res.error]
+    if raised:
+        return [Violation("misuse", "exception", None,
+                          f"ranks {raised} raised but ranks {[res.rank for res in results if not res.error]} returned")]
+    return [v for res in results for v in check_misuse_result(outcome.case, res)][:1]
+
+
+def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
+    """One rank that returned from a misuse case: its answer must be right (values, not bits)."""
+    r = result.rank
+    if OUTPUTS[case.output].stacked and case.is_ragged:
+        return [Violation("misuse", "wrong-answer", r,
+                          f"returned a result for inputs of different shapes, which cannot be stacked, on rank {r}")]
+    expected = expected_pieces(case, r)
+    wrong = _check_pieces(result, expected, OUTPUTS[case.output].piece_names(len(expected)), bits=False)
+    return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong]
+
+
+def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
+    """The gradient contracts (local, sum, mean) the returned gradients match on every rank.
+
+    ``None`` when the case says nothing about gradients (a fault, an exception, a dtype
+    without gradients); an empty set when gradients came back matching none of them.
+    A case can match several (at W=1 all three coincide); callers intersect over cases.
+    """
+    case = outcome.case
+    if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
+        return None
+    results = [res for res in outcome.results if res is not None and not res.idle]
+    return frozenset(COLLECTIVES[case.collective].grads).intersection(
+        *(contracts_matched(case, res) for res in results))
+
+
+def contracts_matched(case: Case, result: RankResult) -> frozenset[str]:
+    """The gradient contracts one rank's gradient matches (none without a gradient of ``x``'s shape)."""
+    if result.grad is None or result.input_after is None or result.grad.shape != result.input_after.shape:
+        return frozenset()
+    return frozenset(contract for contract in COLLECTIVES[case.collective].grads
+                     if bool(reference.within_bound(result.grad, reference.expected_grad(case, result.rank,
+                                                                                          contract)).all()))
+
+
+def batch_notes(summary: BatchSummary, case: Case, result: RankResult, *, semantics: bool) -> None:
+    """Count a case that passed on this rank in a batch into ``summary``, with what the controller
+    notes of a passing case run the usual way (:func:`outcome_notes`, :func:`matching_contracts`)."""
+    summary.passed += 1
+    summary.written = summary.written or (written_in_place(result) and not gradients_checked(case))
+    if semantics:
+        applies = not result.idle and case.dtype in DIFFERENTIABLE_DTYPES
+        summary.matched.append(contracts_matched(case, result) if applies else None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _raised(result: RankResult) -> Violation:
+    prop = _PHASE_PROPERTY.get(result.error_phase or "forward", "values")
+    return Violation(prop, "exception", result.rank, f"rank {result.rank} raised in the {result.error_phase}: "
+                                                     f"{result.error_line()}\n{_indent(result.error or '')}")
+
+
+#: Where a stability comparison looked, as messages say it.
+_LATER = "the first result, read again after the further calls"
+_COMPANION = "a second call, on the companion input: every input bit inverted"
+_AGAIN = "the same call made again"
+
+
+def _contract_text(contract: str, collective: str = "gather") -> str:
+    if contract == "adjoint":
+        return {"reduce-scatter": "contract adjoint: the gather of every rank's C_r (÷W for a mean)",
+                "all-to-all": "contract adjoint: the reverse all-to-all of the cotangents"}.get(collective, contract)
+    return {
+        "local": "contract local: C_r[slot_r]",
+        "sum": "contract sum: Σ_s C_s[slot_r]",
+        "mean": "contract mean: (1/W) Σ_s C_s[slot_r]",
+    }.get(contract, contract)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.rstrip().splitlines())

@@ -1,0 +1,95 @@
+"""The forkserver every local rank is forked from, and starting it early.
+
+Ranks are forked from one ``forkserver`` process that has imported torch (and
+``torch._dynamo``, which torch otherwise imports lazily on a rank's first functional-collective
+call: seconds that would count against that case's timeout) once, so a rank is ready in tens
+of milliseconds.  Those imports take seconds; :func:`start` launches the server without
+waiting for them, so the command line can start it first and import its own modules (torch,
+Hypothesis) meanwhile, on the other core.  This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import multiprocessing.context
+import os
+import shutil
+import sys
+import tempfile
+from multiprocessing import forkserver, process, resource_tracker
+
+from harness.layers import LAYERS
+
+_RANKS = next(layer.package for layer in LAYERS if layer.name == "ranks")
+#: What the forkserver imports before it forks any rank: the rank loop (and with it the rank side).
+PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
+
+
+#: The longest path of an AF_UNIX socket (``sun_path`` less its terminator): Linux's, and the BSDs'.
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+#: What multiprocessing adds to the temporary directory for a socket: ``/pymp-XXXXXXXX/listener-XXXXXXXX``.
+_SOCKET_NAME_LENGTH = 40
+
+
+def context() -> multiprocessing.context.ForkServerContext:
+    """The forkserver context ranks are started from, with :data:`PRELOAD` set."""
+    _socket_dir()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    if not _STOP_REGISTERED:
+        _STOP_REGISTERED.append(True)
+        atexit.register(stop)  # before any pool registers its close: so it runs after them
+    return ctx
+
+
+_STOP_REGISTERED: list[bool] = []
+
+
+def _socket_dir() -> None:
+    """Give multiprocessing a directory of ours for the forkserver's socket, removed by :func:`stop`.
+
+    multiprocessing removes its own at the interpreter's exit, which the command line's fast
+    exit skips (:func:`harness.__main__.entry`): every command left a ``pymp-*`` directory in
+    the temporary directory.  Where ``$TMPDIR`` is too long for a socket path, the directory
+    goes in the first short standard one instead, as Python 3.13 does by itself (before,
+    starting the forkserver failed with "AF_UNIX path too long").
+    """
+    config = process.current_process()._config  # type: ignore[attr-defined]
+    if config.get("tempdir"):
+        return
+    base = tempfile.gettempdir()
+    if len(base) + _SOCKET_NAME_LENGTH > SUN_PATH_MAX:
+        base = next((d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d) and os.access(d, os.W_OK)), base)
+    config["tempdir"] = directory = tempfile.mkdtemp(prefix="pymp-", dir=base)
+    _SOCKET_DIRS.append(directory)
+
+
+_SOCKET_DIRS: list[str] = []
+
+
+def stop() -> None:
+    """Stop the forkserver and the resource tracker multiprocessing started, and wait for both.
+
+    Left alone they notice the end of the process that started them a moment after it, so
+    a command (or a pytest session) would return while they still ran.  Called at exit,
+    after the pools have stopped their ranks.  ``_stop`` is multiprocessing's own way to do
+    this (its test suite's); without it (another Python) they end on their own, as before.
+    Then the socket's directory is removed (:func:`_socket_dir`).
+    """
+    for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        with contextlib.suppress(AttributeError, OSError, ChildProcessError, TypeError):  # TypeError: never started
+            server._stop()  # type: ignore[union-attr]
+    config = process.current_process()._config  # type: ignore[attr-defined]
+    while _SOCKET_DIRS:
+        directory = _SOCKET_DIRS.pop()
+        shutil.rmtree(directory, ignore_errors=True)
+        if config.get("tempdir") == directory:
+            del config["tempdir"]
+
+
+def start() -> None:
+    """Launch the forkserver now (it does its imports in the background); idempotent."""
+    context()
+    forkserver.ensure_running()

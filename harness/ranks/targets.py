@@ -1,0 +1,244 @@
+"""Load a ``gather(x, dim)`` target from ``package.module:attr`` or ``path/to/file.py:attr``.
+
+One selector syntax for the CLI, the pytest plugin, the Python API and the environment.
+Loading happens inside rank processes (the driver never imports user code); the driver
+validates a target by asking a rank to load it and plan its call (``harness.search.probe``).
+
+Before that, :func:`locate` answers what can be known without executing any of the user's
+code, in milliseconds and before torch is imported: the selector's syntax, whether the file
+or module exists (a module is looked up the way ``import`` would, its parent packages
+included, without running them), and whether its source parses.  :func:`source_file` names
+the file a target lives in, so that ``pkg.mod:f`` and ``pkg/mod.py:f`` are one target.
+This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from harness.core.errors import TargetError
+from harness.layers import engine_file
+
+_CACHE: dict[str, Callable] = {}
+
+
+def split_target(target: str) -> tuple[str, str]:
+    module, sep, attr = target.rpartition(":")
+    if not sep or not module or not attr:
+        raise TargetError(f"target {target!r} is not of the form package.module:attr or path/to/file.py:attr")
+    return module, attr
+
+
+def locate(target: str) -> str:
+    """``target`` checked as far as it can be without importing it, a file path made absolute.
+
+    Raises :class:`TargetError` for a selector without ``:attr``, a file or module that does
+    not exist, or source with a syntax error (named at its own file and line).  Warm ranks
+    keep the working directory they started in, hence the absolute path.
+    """
+    module, attr = split_target(target)
+    if module.endswith(".py"):
+        if not os.path.isfile(module):
+            raise TargetError(f"target file {module!r} does not exist" + _similar_file(module))
+        _check_syntax(module, module)
+        return f"{os.path.abspath(module)}:{attr}"
+    origin = _find_module(module)
+    if origin is None:
+        raise TargetError(f"target module {module!r} cannot be found (is it on PYTHONPATH?)")
+    if origin.endswith(".py"):
+        _check_syntax(origin, module)
+    return target
+
+
+def source_file(target: str) -> str | None:
+    """The absolute path of the file ``target``'s module is read from (``None``: not a source file).
+
+    Found without importing anything, so the driver can name a target's repro folder the
+    same whichever way the target was written.
+    """
+    module, _ = split_target(target)
+    if module.endswith(".py"):
+        return os.path.abspath(module)
+    origin = _find_module(module)
+    return os.path.abspath(origin) if origin and os.path.isfile(origin) else None
+
+
+def _similar_file(path: str) -> str:
+    """``"; did you mean 'examples/buggy.py'?"`` for a file of a close name in the same folder."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        return ""
+    names = [name for name in os.listdir(folder) if name.endswith(".py")]
+    close = difflib.get_close_matches(os.path.basename(path), names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(os.path.join(os.path.dirname(path), n)) for n in close)}?" if close else ""
+
+
+def _find_module(name: str) -> str | None:
+    """Where ``import name`` would load ``name`` from (its ``origin``), or ``None`` if nowhere.
+
+    ``importlib.util.find_spec`` imports the parent packages of a dotted name; this walks
+    them with the path finder instead, so no ``__init__.py`` runs.  The working directory is
+    searched too, as ranks add it to their path.
+    """
+    search = [*sys.path, os.getcwd()]
+    parts = name.split(".")
+    spec = None
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        loaded = sys.modules.get(prefix)
+        if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+            spec = loaded.__spec__
+        else:
+            try:
+                spec = (importlib.util.find_spec(prefix) if depth == 1 and prefix in sys.builtin_module_names
+                        else importlib.machinery.PathFinder.find_spec(prefix, search))
+            except KeyError:  # a namespace package inside one not imported: Python asks sys.modules
+                spec = None
+                search = [os.path.join(folder, parts[depth - 1]) for folder in search
+                          if os.path.isdir(os.path.join(folder, parts[depth - 1]))]
+                if search and depth < len(parts):
+                    continue
+            except (ImportError, ValueError):
+                spec = None
+        if spec is None:
+            return None
+        if depth < len(parts):
+            search = _search_locations(spec, search, parts[depth - 1])
+            if not search:
+                return None
+    return None if spec is None else (spec.origin or "namespace package")
+
+
+def _search_locations(spec: Any, search: list[str], part: str) -> list[str]:
+    """Where a package's submodules are: its spec's locations, or, for a namespace package inside
+    another one that is not imported (whose locations Python computes from ``sys.modules``), the
+    folders named ``part`` on the search path it was found on."""
+    try:
+        return list(spec.submodule_search_locations or [])
+    except KeyError:
+        return [os.path.join(folder, part) for folder in search if os.path.isdir(os.path.join(folder, part))]
+
+
+def _check_syntax(path: str, what: str) -> None:
+    """Parse (never run) the target's source: a syntax error is told at once, at its own line."""
+    try:
+        with open(path, "rb") as handle:
+            compile(handle.read(), path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TargetError(f"importing {what!r} raised {syntax_text(exc)}") from None
+    except (OSError, ValueError):
+        return  # unreadable here, or null bytes: the rank's import will say what is wrong
+
+
+def syntax_text(exc: SyntaxError) -> str:
+    """``SyntaxError: invalid syntax (broken.py:2: return x +)``: the user's file and line, not importlib's."""
+    where = f"{shown_path(exc.filename) if exc.filename else '?'}:{exc.lineno}"
+    code = (exc.text or "").strip()
+    return f"{type(exc).__name__}: {exc.msg} ({where}{': ' + code if code else ''})"
+
+
+def shown_target(target: str) -> str:
+    """``target`` as a person types it: a file under the working directory by its relative path."""
+    module, _, attr = target.rpartition(":")
+    return f"{shown_path(module)}:{attr}" if module.endswith(".py") else target
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as it is."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def load(target: str, *, fresh: bool = False) -> Callable:
+    """Import the target's module (once per process) and return the callable it names.
+
+    ``fresh``: execute the module again first, so state it keeps between calls (caches,
+    counters) starts over; state kept in other modules is not reset.
+    """
+    if target in _CACHE and not fresh:
+        return _CACHE[target]
+    module_name, attr = split_target(target)
+    sys.dont_write_bytecode = True  # a rank importing a user's target leaves no __pycache__ in their project
+    if module_name.endswith(".py"):
+        module = _import_file(module_name)
+    else:
+        module = _import_module(module_name, fresh=fresh)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise TargetError(f"target {target!r}: module {module_name!r} has no attribute {attr!r}"
+                              + _did_you_mean(part, obj))
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TargetError(f"target {target!r}: {attr!r} is of type {type(obj).__name__}, not a callable gather")
+    _CACHE[target] = obj
+    return obj
+
+
+def _did_you_mean(name: str, holder: Any) -> str:
+    """``"; did you mean 'gather'?"`` when ``holder`` has callables of a close name, else ``""``."""
+    names = [key for key in dir(holder) if not key.startswith("__") and callable(getattr(holder, key, None))]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
+
+
+def _import_file(path: str) -> ModuleType:
+    """Import a target file with its folder first on ``sys.path``, as ``python path/to/file.py``
+    would run it: a sibling module it imports is found."""
+    absolute = os.path.abspath(path)
+    if not os.path.isfile(absolute):
+        raise TargetError(f"target file {path!r} does not exist")
+    folder = os.path.dirname(absolute)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = "gather_target_" + str(abs(hash(absolute)))
+    spec = importlib.util.spec_from_file_location(name, absolute)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"target file {path!r} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader = spec.loader
+    _execute(lambda: loader.exec_module(module), path)
+    return module
+
+
+def _import_module(name: str, *, fresh: bool = False) -> ModuleType:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise TargetError(f"target module {name!r} cannot be found (is it on PYTHONPATH?)")
+    if fresh and name in sys.modules:
+        return _execute(lambda: importlib.reload(sys.modules[name]), name)
+    return _execute(lambda: importlib.import_module(name), name)
+
+
+def _execute(step: Callable[[], Any], what: str) -> Any:
+    try:
+        return step()
+    except SyntaxError as exc:
+        raise TargetError(f"importing {what!r} raised {syntax_text(exc)}") from None
+    except Exception as exc:
+        raise TargetError(f"importing {what!r} raised {type(exc).__name__}: {exc} ({_user_frame(exc)})") from None
+
+
+def _user_frame(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame in the user's code: importlib's own frames
+    (``<frozen importlib._bootstrap>``) and the harness's say nothing to them."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [frame for frame in frames if not frame.filename.startswith("<") and not engine_file(frame.filename)]
+    frame = (own or frames)[-1]
+    return f"{frame.filename}:{frame.lineno}"
+

@@ -1,0 +1,216 @@
+"""How results leave the process: the live progress line, JSON files, tables, Markdown summaries.
+
+Kept apart from the commands so that ``check`` and ``report`` print the same way, and so
+that the JSON written for scripts is built in one place (its keys are a stable interface; more may be
+added, none changed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+import torch
+
+from harness.ranks.targets import shown_path, shown_target
+from harness.report.stacks import user_frames
+from harness.search.finding import Finding
+from harness.search.results import CheckReport, Progress
+
+#: Off a terminal (CI logs) a progress line is printed at most this often.
+PLAIN_INTERVAL_S = 5.0
+#: On a terminal the ``\r`` line is redrawn at most this often.
+TTY_INTERVAL_S = 0.1
+
+
+class ProgressLine:
+    """The live progress line: examples done, examples/s, the current case's W and dtype, failures.
+
+    On a terminal it is one line redrawn in place with ``\\r``; elsewhere (CI logs, pipes) a
+    plain line every :data:`PLAIN_INTERVAL_S` seconds, so logs stay short but show life.
+    Call it with a :class:`~harness.search.results.Progress` after each example; :meth:`close` ends it.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, label: str = "", tty: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.label = label
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval_s = TTY_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
+        self.last_shown = time.monotonic()
+        self.width = 0
+
+    def __call__(self, progress: Progress) -> None:
+        now = time.monotonic()
+        if now - self.last_shown < self.interval_s:
+            return
+        self.last_shown = now
+        text = self.label + describe_progress(progress)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Erase the ``\\r`` line so that what follows starts on a clean line."""
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+        self.width = 0
+
+
+def describe_progress(progress: Progress) -> str:
+    """E.g. ``42 examples, 9.8/s, now W=3 float64``, or once something failed
+    ``3 examples + 41 shrinking steps, 9.8/s, now W=2 float32, 1 property failing``."""
+    text = f"{count(progress.searched, 'example')}"
+    if progress.shrink_steps:
+        text += f" + {count(progress.shrink_steps, 'shrinking step')}"
+    text += f", {progress.rate:.1f}/s"
+    if progress.current is not None:
+        text += f", now W={progress.current.world_size} {progress.current.dtype}"
+    if progress.failures:
+        text += f", {progress.failures} propert{'y' if progress.failures == 1 else 'ies'} failing"
+    return text
+
+
+def count(n: int, noun: str) -> str:
+    """``1 example``, ``3 examples``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def examples_text(report: CheckReport) -> str:
+    """What a search ran, adding up: ``50 examples``, or ``3 examples + 141 shrinking steps``."""
+    text = count(report.examples, "example")
+    return text + (f" + {count(report.shrink_steps, 'shrinking step')}" if report.shrink_steps else "")
+
+
+def check_json(report: CheckReport, **extra: object) -> dict:
+    """The ``--json`` document of ``check``: its stable keys, then ``extra`` ones."""
+    return {**report.to_json(), **extra}
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width table for terminals and logs; cells are single lines."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in [header, ["-" * width for width in widths], *rows]]
+    return "\n".join(lines)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([line(header), line(["---"] * len(header)), *(line(row) for row in rows)])
+
+
+def check_markdown(report: CheckReport) -> str:
+    """The Markdown summary of one ``check``: the verdict, then each finding and its repro."""
+    verdict = "✅ pass" if report.verdict == "pass" else "❌ fail"
+    lines = [
+        f"### gather-harness check `{report.target}`: {verdict}",
+        "",
+        f"Contract: {report.contract.describe()} · {examples_text(report)} · {report.elapsed_s:.1f} s",
+    ]
+    findings = report.findings + report.misuse_findings
+    if findings:
+        rows = [[f.property, f.kind, f"`{f.case.describe()}`", f"`{f.repro}`"] for f in findings]
+        lines += ["", markdown_table(["property", "kind", "minimal case", "repro"], rows)]
+        for finding in findings:
+            lines += ["", f"<details><summary>{finding.property}</summary>", "", "```text", finding_message(finding), "```",
+                      "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def page_header(report: CheckReport, **extra: object) -> dict[str, str]:
+    """The coverage page's header for one check: what ran, against what, where, how long."""
+    contract = report.contract
+    header = {
+        "status": "finished",
+        "target": report.target,
+        "contract": contract.describe(),
+        "called as": report.convention.describe() if report.convention else "",
+        "backend/device": f"{contract.backend}/{contract.device}",
+        "world sizes": f"{contract.world_sizes[0]}-{contract.world_sizes[1]}",
+        "torch": torch.__version__,
+        "seed": str(report.seed),
+        "examples": examples_text(report),
+        "duration": f"{report.elapsed_s:.1f} s",
+        "verdict": report.verdict,
+    }
+    return {**header, **{key: str(value) for key, value in extra.items()}}
+
+
+def finding_dicts(report: CheckReport) -> list[dict]:
+    """Every finding of ``report`` as the page and the JSON show it."""
+    return [finding.to_json() for finding in report.findings + report.misuse_findings]
+
+
+def write_step_summary(markdown: str) -> None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when set: the job page then shows it."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+
+
+def failure_text(report: CheckReport, *, full_stacks: bool, rerun: Sequence[str],
+                 how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
+    """The text of a failed check for a test report: the verdict on its first line (pytest's short
+    summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
+    findings = report.findings + report.misuse_findings
+    first = findings[0]
+    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
+    case = first.case
+    script = first.minimal_repro or first.repro or ""
+    lines = [f"gather check failed: {names} ({first.kind}) at W={case.world_size} {case.dtype} dim={case.dim} "
+             f"\u2014 repro: python {shown_path(script)}",
+             f"checked {shown_target(report.target)}: {report.contract.describe()}; {examples_text(report)}, "
+             f"seed {report.seed or 0}"]
+    lines += [f"note: {note}" for note in report.notes]
+    lines += ["", *(finding_text(f, full_stacks=full_stacks, how_to_show=how_to_show) + "\n" for f in findings)]
+    lines += [f"{'rerun' if k == 0 else '   or'}: {command}" for k, command in enumerate(rerun)]
+    lines.append(CASE_NOTATION)
+    return "\n".join(lines)
+
+
+def failure_summary(report: CheckReport) -> list[str]:
+    """A failure in a few lines (:func:`~harness.core.errors.check_failed`): the verdict, then per
+    finding its property, its minimal case and its repro."""
+    findings = report.findings + report.misuse_findings
+    lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "
+             f"(seed {report.seed or 0})"]
+    for finding in findings:
+        script = finding.minimal_repro or finding.repro or ""
+        lines += [f"  {finding.property} ({finding.kind}): {finding.case.describe()}",
+                  *([f"    repro: python {shown_path(script)}"] if script else [])]
+    return lines
+
+
+#: Where a failure's reader learns to read its case line.
+CASE_NOTATION = "how to read a case line: python -m harness explain-case"
+
+
+def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+    """The property, the minimal case, what each rank got versus the reference, and both repros."""
+    run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
+    lines = [finding_message(finding, full_stacks=full_stacks, how_to_show=how_to_show),
+             f"called as: {finding.call.describe(finding.case.passes_group)}", f"repro: {finding.repro}", f"  run: {run}"]
+    if finding.minimal_repro:
+        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {finding.minimal_repro}")
+    return "\n".join(lines)
+
+
+def finding_message(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
+    """The counterexample as printed: the violations, then the notes.
+
+    Ranks' stacks show the user's frames only, unless ``full_stacks``; ``how_to_show``
+    names the option that shows them all, in the front end's own words.
+    """
+    message = finding.message if full_stacks else user_frames(finding.message, how_to_show)
+    return "\n".join([message, *finding.notes()])

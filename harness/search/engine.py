@@ -1,0 +1,862 @@
+"""Search for counterexamples: strata and Hypothesis draw cases, the pool runs them, the checks judge.
+
+This is the one engine behind the CLI's ``check``, the pytest plugin, the Python API and the
+catalogue report.  A search runs in three steps:
+
+1. **strata** (:mod:`harness.strategies._strata`): a pairwise schedule over the axes that choose
+   a gather's code path (world size, dtype, shape, raggedness, layouts, values, groups), first,
+   so a bug confined to a pair of them is found within the default budget, whatever the seed;
+2. **Hypothesis** draws the rest of the budget; each property raises its own exception type,
+   so Hypothesis tracks (and shrinks) a separate minimal counterexample per broken property
+   (a rank that raised counts under its phase's property, however its peers fared, so a race
+   between ranks cannot move a failure to another one); a stratum that failed is shrunk by a
+   search within that stratum;
+3. **confirmation** (:mod:`harness.search.confirm`): every finding is replayed alone on fresh ranks,
+   after its history, with uniform layouts, and labelled with what that showed; a hang or
+   crash that came back in no replay is not the target's as far as anything shows: it is put
+   aside with a warning, and the search goes on with the rest of its budget.
+
+Calls of the target are costly, so the companion and repeat calls of the stability
+properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
+case itself, so a replay makes the same calls), and on every example once something failed.
+
+One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`_ShrinkClock`)
+share one session's state; what a search hands back is :mod:`harness.search.results`.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import hypothesis
+from hypothesis import event, given, note, settings
+from hypothesis.errors import FlakyFailure
+from hypothesis.strategies import SearchStrategy
+
+from harness import strategies
+from harness.core.case import Case
+from harness.core.checks import (
+    IN_PLACE_NOTE,
+    PROPERTIES,
+    check_misuse,
+    check_outcome,
+    matching_contracts,
+    outcome_notes,
+    precompute_reference,
+)
+from harness.core.compare import Violation
+from harness.core.contract import MAX_WORLD_SIZE, Contract
+from harness.core.conventions import Call
+from harness.core.procedure import BatchRequest, RunRequest
+from harness.pool import capabilities
+from harness.pool.faults import Outcome
+from harness.pool.pool import Pool, shared_pool
+from harness.pool.rankset import BatchRun
+from harness.search import confirm, probe
+from harness.search.coverage import Coverage
+from harness.search.finding import Finding, finding_of
+from harness.search.results import CheckReport, Progress
+from harness.settings import profiles
+from harness.settings.options import DEFAULT_TIMEOUT_S
+from harness.strategies import space
+
+#: One example in this many, at least, is drawn by Hypothesis rather than the strata.
+RANDOM_SHARE = 5
+#: The stability calls (companion input, same input again) run on one drawn example in this many.
+REPEAT_EVERY = 4
+#: How many examples a search within a failing stratum may draw to find it again and shrink it ...
+REFIND_EXAMPLES = 100
+#: ... after a search among every case, where a failure not confined to the stratum's path shrinks furthest.
+REFIND_ANYWHERE = 50
+#: A search that goes on after putting an unreproduced hang aside draws from seeds this far on.
+RESUMED_SEED_STEP = 1_000_003
+#: Shrinking stops after this many cases run since the first failure: a bound that does not
+#: move with the machine's speed, so the same seed shrinks to the same case on any machine.
+MAX_SHRINK_STEPS = 400
+
+
+#: With batches (the fuzz engine), Hypothesis draws this many examples of a search first (its
+#: example database's failures among them), then batches take the rest of the budget ...
+SWEEP_SEARCH_EXAMPLES = 50
+#: ... in batches of this many cases at first, doubled while a batch takes under
+#: :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH` (the ranks judge each; only a count comes back).
+FIRST_BATCH = 4
+#: A finding's ``found_by`` when a batch met it ...
+BATCHES = "the fuzz engine's batches"
+#: ... when a stratum met it, in a batch or not ...
+STRATA = "the stratified examples"
+#: ... and when a batch of Hypothesis's draws met it, and the usual run of them did not.
+DRAWN = "Hypothesis's examples, in batches"
+MAX_BATCH = 256
+BATCH_TARGET_S = 0.2
+#: Failures each try of which waits for a timeout or a new rank set: not moved to fewer ranks.
+_STALLS = frozenset({"hang", "crash", "desync"})
+
+
+class PropertyViolation(AssertionError):
+    """Raised inside the Hypothesis test when a case breaks a property."""
+
+
+class _HarnessFailed(BaseException):
+    """Carries an exception of the harness itself (a set that will not start, a bug) out of the
+    Hypothesis test: a ``BaseException``, so Hypothesis stops at once instead of shrinking it."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+#: Where Hypothesis keeps a failure of each property: ``bits`` shares ``values``'s bucket, so a
+#: bug that changes values is shrunk once (a case where only bits differ is one of its cases).
+BUCKETS: dict[str, str] = {prop: "values" if prop == "bits" else prop for prop in PROPERTIES}
+_BUCKET_TYPES: dict[str, type[PropertyViolation]] = {
+    bucket: type(bucket.title().replace("-", "") + "Violation", (PropertyViolation,), {}) for bucket in set(BUCKETS.values())
+}
+#: One exception type per bucket: Hypothesis keeps one minimal example per type.
+VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKETS[prop]] for prop in PROPERTIES}
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How one search runs, passed whole from the front ends to the engine.
+
+    - ``max_examples`` (default: the profile's) counts strata and drawn examples together;
+      ``duration_s`` replaces it with a time budget.
+    - ``seed``: the search's seed (``None``: 0).
+    - ``timeout_s``: per case; ranks not back after this long and idle are a hang (busy ones, slowed
+      rather than stuck, get more: :class:`harness.pool.watch.Watch`).
+    - ``probe_misuse``: also search misuse cases (out-of-contract input).
+    - ``base_settings``: the Hypothesis settings to start from (``None``: Hypothesis' own).
+    - ``shrink_budget_s`` bounds the time spent waiting on hangs while shrinking
+      (see :meth:`_Session.search`).
+    - ``shrink_fault_steps``: when set, shrinking is bounded by counts only: at most this many
+      steps that hung, crashed or desynced, in place of ``shrink_budget_s`` and its wall-clock
+      last resort, so a loaded machine shrinks to the same case as a quiet one (the catalogue
+      report's); ``max_shrink_steps`` bounds the steps of every kind.
+    - ``track_semantics``: count which gradient contracts the gradients matched
+      (:meth:`CheckReport.de_facto_semantics`).
+    - ``batches``: after the strata and a short Hypothesis search, cases drawn cheaply run in
+      batches judged on the ranks (:meth:`_Session.sweep`): the fuzz engine.
+    - ``ahead``: the strata, and Hypothesis's draws until something fails, run in batches judged
+      on the ranks (:meth:`_Session.strata_ahead`, :meth:`_Session.search`); the same cases as
+      case by case, and a failure met the usual way, so the same findings, in a third of the time.
+    """
+
+    max_examples: int | None = None
+    duration_s: float | None = None
+    seed: int | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    probe_misuse: bool = False
+    base_settings: settings | None = None
+    shrink_budget_s: float = 30.0
+    shrink_fault_steps: int | None = None
+    max_shrink_steps: int = MAX_SHRINK_STEPS
+    track_semantics: bool = False
+    batches: bool = False
+    ahead: bool = False
+
+
+def run_check(
+    target: str,
+    contract: Contract,
+    search: SearchSettings | None = None,
+    *,
+    pool: Pool | None = None,
+    on_example: Callable[[Progress], None] | None = None,
+    probed: probe.Probe | None = None,
+    **changes: Any,
+) -> CheckReport:
+    """Check ``target`` against ``contract`` on real process groups; shrink and confirm every failure.
+
+    First the calling-convention probe (:mod:`harness.search.probe`) decides how to call the target
+    and read its result (a misfit raises :class:`~harness.core.errors.Misfit`; a failure on the
+    probe case itself is shrunk like a failing stratum's, and ends the search unless its replays
+    put it aside).  ``search`` says how (``changes``: fields of :class:`SearchSettings` to
+    replace, for a caller that has none); ``contract.bits`` checks raw-byte identity on top of
+    value equality.  ``probed``: the probe's result when the caller already ran it.
+    """
+    search = replace(search or SearchSettings(), **changes)
+    pool = pool or shared_pool()
+    backend, device = contract.backend, contract.device
+    caps = capabilities.measure(pool, backend, device)
+    dtypes = caps.drawable(contract.dtypes)
+    started = time.monotonic()
+    probed = probed or probe.probe(pool, target, contract, strategies.simplest_first(dtypes)[0],
+                                 timeout_s=search.timeout_s)
+    contract = probed.contract
+    report = CheckReport(target, contract, 0, 0.0, [], seed=search.seed, convention=probed.convention,
+                         notes=[*probed.notes, *probed.advice], call_notes=tuple(probed.notes),
+                         coverage=Coverage.for_contract(contract, dtypes))
+    active = profiles.keyed(profiles.for_the_pool(search.base_settings or settings()),
+                            f"{target}|{contract.describe()}".encode())
+    session = _Session(pool, target, probed.convention.call, contract.bits, search, active, on_example,
+                       collections.Counter() if search.track_semantics else None,
+                       fewest_world=contract.world_sizes[0])
+    budget = search.max_examples or active.max_examples
+    deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
+    if probed.failed is not None:
+        shrunk = session.probe_failed(probed.failed, strategies.cases(
+            contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device))
+        report.findings = session.confirmed([session.fewest_ranks(finding, session.judge) for finding in shrunk])
+    if not report.findings:
+        layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
+                                   seed=search.seed or 0)
+        if search.duration_s is None:  # a fifth of the budget at least is drawn at random
+            layers = layers[: max(1, budget - budget // RANDOM_SHARE)]
+        def up_to(world: int) -> SearchStrategy[Case]:
+            """Every case of the contract on at most ``world`` ranks."""
+            lo, hi = contract.world_sizes
+            return strategies.cases(contract=contract.with_(world_sizes=(lo, max(lo, min(hi, world)))), dtypes=dtypes,
+                                    backend=backend, device=device)
+
+        sweep = strategies.random_strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
+                                         seed=search.seed or 0) if search.batches else None
+        report.findings = session.find(layers, strategies.cases(contract=contract, dtypes=dtypes, backend=backend,
+                                                                device=device), session.judge, budget, deadline,
+                                       up_to=up_to, sweep=sweep)
+    report.examples, report.shrink_steps = session.progress.searched, session.progress.shrink_steps
+    report.leaks = session.leak_notes()
+    written = any("inputs-untouched" in {finding.property, *(v.property for v in finding.violations)}
+                  for finding in report.findings)
+    # a note that the values stay the same has no place beside the violation showing they changed
+    report.notes = [*report.notes, *(note for note in session.notes if not (written and note == IN_PLACE_NOTE))]
+    report.unattributed = session.unattributed
+    if search.probe_misuse and strategies.has_misuse(contract, caps.gather_dtypes()):
+        misuse = _Session(pool, target, probed.convention.call, contract.bits, search,
+                          profiles.keyed(active, b"misuse"), on_example, None, misuse=True)
+        deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
+        report.misuse_findings = misuse.find(
+            [], strategies.misuse_cases(contract=contract, dtypes_supported=caps.gather_dtypes()),
+            misuse.judge_misuse, budget, deadline)
+        report.misuse_examples = misuse.progress.examples
+        report.unattributed += misuse.unattributed
+    if session.semantics is not None:
+        report.graded_cases = session.semantics.pop("", 0)
+        report.de_facto = dict(session.semantics)
+    for case, failed in session.progress.seen:
+        report.coverage.record(case, failed)
+    report.elapsed_s = time.monotonic() - started
+    return report
+
+
+@dataclass
+class _Session:
+    """One search: runs cases on the pool, judges them, and keeps what it saw."""
+
+    pool: Pool
+    target: str
+    call: Call
+    bits: bool
+    config: SearchSettings
+    settings: settings
+    on_example: Callable[[Progress], None] | None
+    semantics: collections.Counter[str] | None
+    progress: Progress = field(default_factory=Progress)
+    #: What the target left behind (:attr:`Outcome.leaks`) -> how many cases, and the first of them.
+    leaks: dict[str, tuple[int, Case]] = field(default_factory=dict)
+    #: A misuse search: replays judge a case as misuse (every rank must raise in time).
+    misuse: bool = False
+    failing: bool = False
+    last: Outcome | None = None
+    #: Notes on what the cases showed without breaking a property (:func:`harness.core.checks.outcome_notes`).
+    notes: list[str] = field(default_factory=list)
+    #: Failures put aside: hangs and crashes that no replay reproduced (:meth:`Finding.attributed`).
+    unattributed: list[Finding] = field(default_factory=list)
+    #: How many times the search went on after putting such failures aside (each time from a new seed).
+    resumed: int = 0
+    #: The contract's smallest world: :meth:`fewest_ranks` goes no lower (a torchrun job has one size).
+    fewest_world: int = 1
+
+    # -- judging one case ---------------------------------------------------------------------------
+    def judge(self, case: Case) -> list[Violation]:
+        """Run ``case`` in contract; note what it matched; forget the target's state after a failure."""
+        outcome = self._run(case, self._repeats(case))
+        if self.semantics is not None and case.grad != "none":
+            self._count_semantics(case, matching_contracts(outcome))
+        return self._judged(outcome, check_outcome(outcome, bits=self.bits))
+
+    def _count_semantics(self, case: Case, matched: frozenset[str] | None) -> None:
+        """Count the gradient contracts a case's gradients matched (``None``: it says nothing of them)."""
+        if self.semantics is not None and matched is not None and confirm.uniform_layouts(case):
+            self.semantics.update(matched | {""})
+
+    def judge_misuse(self, case: Case) -> list[Violation]:
+        outcome = self._run(case, repeat=False)
+        return self._judged(outcome, check_misuse(outcome))
+
+    def _run(self, case: Case, repeat: bool) -> Outcome:
+        self.progress.examples += 1
+        self.progress.current = case
+        self.last = self.pool.run(case, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s,
+                                  diagnose=False,  # the confirmation's replay collects stacks and logs
+                                  meanwhile=functools.partial(precompute_reference, case, stability=repeat))
+        return self.last
+
+    def _judged(self, outcome: Outcome, violations: list[Violation]) -> list[Violation]:
+        _note_outcome(outcome)
+        for leak in outcome.leaks:
+            count, first = self.leaks.get(leak, (0, outcome.case))
+            self.leaks[leak] = (count + 1, first)
+        self.progress.seen.append((outcome.case, violations[0].property if violations else None))
+        self.notes += [note for note in outcome_notes(outcome) if note not in self.notes]
+        if violations and not outcome.fault:
+            self.pool.after_failure(outcome)  # the next verdict must not rest on what this call left
+        if self.on_example is not None:
+            self.on_example(self.progress)
+        return violations
+
+    def leak_notes(self) -> list[str]:
+        """A note per kind of leak: not a property (the answer can still be right), but the
+        ranks had to be replaced after every such case, and in a training job it accumulates."""
+        return [f"the target left {leak} after {count} case(s), first: {first.describe()}; "
+                f"those ranks were replaced" for leak, (count, first) in self.leaks.items()]
+
+    def _repeats(self, case: Case) -> bool:
+        """Whether the stability calls run on ``case``: always once anything failed, else a sample
+        chosen by the case itself (a shrinking step or a replay of it makes the same calls)."""
+        return self.failing or zlib.crc32(case.to_json().encode()) % REPEAT_EVERY == 0
+
+    def _finding(self, case: Case, violations: list[Violation], repeat: bool) -> Finding:
+        finding = finding_of(case, violations)
+        finding.call, finding.bits, finding.repeat = self.call, self.bits, repeat
+        finding.seen_after = self.last.history if self.last is not None else ()
+        return finding
+
+    # -- the steps of a search -------------------------------------------------------------------------
+    def probe_failed(self, outcome: Outcome, strategy: SearchStrategy[Case]) -> list[Finding]:
+        """The target failed on the probe's own case: shrunk like a failing stratum (among cases of
+        the probe's dtype), so the minimal case does not depend on whether the probe hit it first."""
+        self.progress.examples += 1
+        violations = check_outcome(outcome, bits=self.bits)
+        self.progress.seen.append((outcome.case, violations[0].property))
+        self.last = outcome
+        return self._refind(strategy, self._finding(outcome.case, violations, repeat=False),
+                            found_by="the calling-convention probe's own case")
+
+    def find(self, layers: list[strategies.Stratum], strategy: SearchStrategy[Case],
+             judge: Callable[[Case], list[Violation]], budget: int, deadline: float | None, *,
+             up_to: Callable[[int], SearchStrategy[Case]] | None = None,
+             sweep: Iterator[strategies.Stratum] | None = None) -> list[Finding]:
+        """The strata, then Hypothesis, until a failure the replays tie to the target or the budget is spent.
+
+        A hang or crash that no replay reproduces is put aside (:attr:`unattributed`), and the
+        search goes on with the rest of the strata and of the budget, from a new seed: a check
+        must not end, failed or passed, on the machine's hiccup.  ``up_to(W)``: every case on at
+        most W ranks, where a failing stratum is searched again (``strategy`` without it).
+        ``sweep``: Hypothesis draws :data:`SWEEP_SEARCH_EXAMPLES` only, and batches of these
+        strata take the rest of the budget (:meth:`sweep`).
+        """
+        within = up_to or (lambda world: strategy)
+        while True:
+            drawn = self.strata_ahead(layers, within) if self._ahead(judge) else self.strata(layers, within)
+            left = max(1, budget - self.progress.searched)
+            if not drawn and sweep is None:
+                drawn = self.search(strategy, judge, left, deadline, up_to=within)
+            elif not drawn and sweep is not None:
+                drawn = (self.search(strategy, judge, min(left, SWEEP_SEARCH_EXAMPLES), None, up_to=within)
+                         or self.sweep(sweep, within, budget, deadline))
+            findings = self.confirmed([self.fewest_ranks(finding, judge) for finding in drawn])
+            spent = self.progress.searched >= budget if deadline is None else time.monotonic() >= deadline
+            if findings or not drawn or spent:
+                return findings
+            self.resumed += 1
+
+    def fewest_ranks(self, finding: Finding, judge: Callable[[Case], list[Violation]]) -> Finding:
+        """``finding`` on the fewest ranks that still break its property: a rank taken away, or its
+        length moved onto the member before it (:meth:`Case.merged`), one at a time, the first
+        that still fails kept; at most W(W-1) cases.  Hypothesis shrinks by deleting choices, and
+        cannot drop a rank together with its place in a group layout, nor trade two short ranks
+        for one long one; a hang, crash or desync is left as found, since every try of one waits
+        for a timeout or a fresh rank set."""
+        if finding.kind in _STALLS or self.misuse:  # a misuse case with a rank fewer may be in contract
+            return finding
+        self.failing = True  # the stability calls, as while shrinking
+        smaller = finding
+        while True:
+            for case in (c for r in range(smaller.case.world_size) for c in (smaller.case.without(r),
+                                                                             smaller.case.merged(r))):
+                if case is None or case.world_size < self.fewest_world:
+                    continue
+                self.progress.shrink_steps += 1
+                violations = [v for v in judge(case) if BUCKETS[v.property] == BUCKETS[finding.property]]
+                if violations and violations[0].kind not in _STALLS:
+                    smaller = replace(self._finding(case, violations, repeat=True), found_by=finding.found_by,
+                                      shrink_cut=finding.shrink_cut, shrink_cut_s=finding.shrink_cut_s,
+                                      inconsistent=finding.inconsistent)
+                    break
+            else:
+                self.failing = False
+                return smaller
+
+    def confirmed(self, findings: list[Finding]) -> list[Finding]:
+        """``findings`` replayed (:func:`harness.search.confirm.confirm`); those the replays do not tie to
+        the target are put aside in :attr:`unattributed`, the rest returned."""
+        replay = self.replayer()
+        for finding in findings:
+            confirm.confirm(finding, replay)
+            if self.call.compiled and finding.attributed():
+                finding.condition = "; ".join(filter(None, (finding.condition, self._compile_only(finding))))
+        self.unattributed += [finding for finding in findings if not finding.attributed()]
+        return [finding for finding in findings if finding.attributed()]
+
+    def _compile_only(self, finding: Finding) -> str:
+        """Under ``--compile``: whether the finding's case passes when the target is called
+        eagerly, on fresh ranks after the same history (then the bug is the compiled code's)."""
+        eager = replace(self.call, compiled=False)
+        self.pool.fresh(finding.case)
+        for earlier, repeat in finding.history:
+            self.pool.run(earlier, self.target, call=eager, repeat=repeat, timeout=self.config.timeout_s)
+        outcome = self.pool.run(finding.case, self.target, call=eager, repeat=True, timeout=self.config.timeout_s)
+        self.pool.fresh(finding.case)
+        if outcome.fault or check_outcome(outcome, bits=self.bits):
+            return ""
+        return "compile-only: the same case passes when the target is called eagerly (without --compile)"
+
+    def strata(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]], *,
+               source: str = STRATA) -> list[Finding]:
+        """Each stratum's typical case, with the stability calls; a failure is searched again among
+        every case on no more ranks than still fail it (``up_to``), and if not met there, within
+        its stratum, and shrunk where it was met.  Strata are taken off ``layers`` as they run: a
+        search that goes on resumes there."""
+        while layers:
+            layer = layers.pop(0)
+            self.failing = True  # strata always make the stability calls
+            violations = self.judge(layer.case)
+            self.failing = False
+            if violations:
+                failed = self._finding(layer.case, violations, repeat=True)  # now: what ran before it is its history
+                # Hypothesis shrinks a failure met on four ranks mostly on four ranks (the rest of the
+                # case means something else on fewer): searched among cases on as few as fail, its
+                # shrinking starts small, and takes half the steps (the catalogue's stratum failures)
+                fewest = self.fewest_ranks(failed, self.judge).case.world_size
+                world = fewest if fewest < layer.case.world_size else MAX_WORLD_SIZE  # no fewer: every case
+                return self._refind(layer.strategy, failed, found_by=f"{source} ({layer.label})",
+                                    anywhere=up_to(world))
+        return []
+
+    def _ahead(self, judge: Callable[[Case], list[Violation]]) -> bool:
+        """Whether cases run in batches before anything failed (:attr:`SearchSettings.ahead`): in
+        contract only, where the ranks judge a case as :meth:`judge` does."""
+        return self.config.ahead and not self.misuse and not self.failing and judge == self.judge
+
+    def strata_ahead(self, layers: list[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]]) -> list[Finding]:
+        """:meth:`strata` in batches judged on the ranks, each stratum with the stability calls.
+
+        A batch holds one layout's strata, so batches do not run in the schedule's order: once
+        one does not pass, the strata no batch passed go back to the usual :meth:`strata`, in
+        the schedule's order, which meets the first failing one as it would have and searches
+        it again.  Where it meets none (a failure after what the batch's ranks had run), the
+        batch's is run again after that history (:meth:`_batch_failed`).  Strata are taken off
+        ``layers`` as they pass.
+        """
+        place = {id(layer): n for n, layer in enumerate(layers)}
+        pending: dict[tuple, list[strategies.Stratum]] = {}
+        unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> None:
+            unmet.append((batch, run))
+
+        self._in_batches(_taken(layers), pending, failed, spent=lambda: bool(unmet), always_repeat=True)
+        if not unmet:
+            return []
+        back = [layer for batch, _ in unmet for layer in batch] + [layer for held in pending.values() for layer in held]
+        layers[:] = sorted([*back, *layers], key=lambda layer: place[id(layer)])
+        found = self.strata(layers, up_to)
+        batch, run = unmet[0]
+        return found or self._batch_failed(_failing(batch, run), run, up_to, source=STRATA)
+
+    def sweep(self, source: Iterator[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]],
+              budget: int, deadline: float | None) -> list[Finding]:
+        """Batches of ``source``'s cases until the deadline (else the budget) is spent or one fails: the fuzz engine.
+
+        The ranks run a batch's cases back to back and judge each themselves, the reference
+        computed there (:meth:`harness.pool.pool.Pool.run_batch`); only a summary comes back.  A
+        batch that did not pass in full is run again the usual way, case by case up to the one
+        that failed (all of them where a fault hides which), as strata (:meth:`_batch_failed`):
+        the first to fail there is searched again, shrunk and confirmed as a failing stratum
+        is, so a finding, its minimal case and its repro are what the usual search gives.  A
+        batch whose failure no usual run shows is left: the batches go on.
+        """
+        def spent() -> bool:
+            return time.monotonic() >= deadline if deadline is not None else self.progress.searched >= budget
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding] | None:
+            return self._batch_failed(_failing(batch, run), run, up_to) or None
+
+        return self._in_batches(source, {}, failed, spent=spent, budget=None if deadline is not None else budget) or []
+
+    def _in_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                    failed: Callable[[list[strategies.Stratum], BatchRun], list[Finding] | None], *,
+                    spent: Callable[[], bool] = lambda: False, budget: int | None = None,
+                    always_repeat: bool = False) -> list[Finding] | None:
+        """Run ``source``'s cases in batches until it runs dry or ``spent()``; ``failed`` is given each
+        batch that did not pass, and what it returns, unless ``None``, ends the run and is
+        returned.  Cases drawn but not run when ``spent()`` go back to ``pending``.
+
+        Batches hold one rank-set key and layout each, :data:`FIRST_BATCH` cases at first,
+        doubled while a round takes under :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH`; as
+        many run at once as the pool has lanes, the next drawn meanwhile.  ``budget``: no more
+        examples than that in all.  ``always_repeat``: every case makes the stability calls
+        (else one in :data:`REPEAT_EVERY`, chosen by the case, as :meth:`judge` does).
+        """
+        def drawn(size: int) -> list[tuple[list[strategies.Stratum], BatchRequest]]:
+            """The next batches with their requests, built while the ranks run the last ones."""
+            return [(batch, self._batch_request(batch, always_repeat))
+                    for batch in self._next_batches(source, pending, size)]
+
+        size = FIRST_BATCH
+        ready = drawn(size)
+        while ready:
+            if spent():
+                for batch, _ in reversed(ready):
+                    held = pending.setdefault(_batch_key(batch[0].case), [])
+                    held[:0] = batch
+                return None
+            if budget is not None:
+                n = max(1, budget - self.progress.searched)
+                ready = [(batch[:n], replace(request, requests=request.requests[:n])) for batch, request in ready[:1]]
+            following: list[list[tuple[list[strategies.Stratum], BatchRequest]]] = []
+            started = time.monotonic()
+            results = self.pool.run_batches([request for _, request in ready], timeout=self.config.timeout_s,
+                                            meanwhile=lambda: following.append(drawn(size)))
+            took = time.monotonic() - started
+            batches = [batch for batch, _ in ready]
+            for batch, run in zip(batches, results):
+                self.progress.current = batch[-1].case
+                if run.passed == len(batch):
+                    self._batch_passed(batch, run)
+            for batch, run in zip(batches, results):
+                if run.passed != len(batch):
+                    found = failed(batch, run)
+                    if found is not None:
+                        return found
+            if all(run.passed == len(batch) for batch, run in zip(batches, results)) and took < BATCH_TARGET_S:
+                size = min(MAX_BATCH, size * 2)
+            ready = following[0] if following else drawn(size)
+            if self.on_example is not None:
+                self.on_example(self.progress)
+        return None
+
+    def _batch_passed(self, batch: list[strategies.Stratum], run: BatchRun) -> None:
+        """Count a batch that passed, with what a usual run of its cases notes (:meth:`_judged`)."""
+        for k, layer in enumerate(batch):
+            self.progress.seen.append((layer.case, None))
+            if self.semantics is not None and layer.case.grad != "none" and k < len(run.matched):
+                self._count_semantics(layer.case, run.matched[k])
+        self.progress.examples += len(batch)
+        if run.written and IN_PLACE_NOTE not in self.notes:
+            self.notes.append(IN_PLACE_NOTE)
+
+    def _batch_request(self, batch: list[strategies.Stratum], always_repeat: bool) -> BatchRequest:
+        """The batch's requests, the stability calls where :meth:`_repeats` (or ``always_repeat``) says."""
+        return BatchRequest(tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
+                                             check_grad=layer.case.grad != "none",
+                                             repeat=always_repeat or self._repeats(layer.case))
+                                  for layer in batch), bits=self.bits, semantics=self.semantics is not None)
+
+    def _next_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                      size: int) -> list[list[strategies.Stratum]]:
+        """The next batch, and as many more of its world size as the pool runs at once
+        (:meth:`Pool.lanes`); none once ``source`` has run dry and nothing waits."""
+        first = _next_batch(source, pending, size)
+        if not first:
+            return []
+        case = first[0].case
+        same = (case.backend, case.device, case.world_size)
+        more = (_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))
+        return [first, *(batch for batch in more if batch)]
+
+    def _batch_failed(self, failing: list[strategies.Stratum], run: BatchRun,
+                      up_to: Callable[[int], SearchStrategy[Case]], *, source: str = BATCHES) -> list[Finding]:
+        """A batch that did not pass, run again the usual way as strata: from fresh ranks, then (where
+        that shows nothing) after what its ranks had run before it, as a history-dependent failure
+        needs; the first case to fail is searched again and shrunk (:meth:`strata`).  A hang, crash
+        or desync that neither shows is the case the ranks said they were on, as the search met
+        it: the confirmation replays it, and puts it aside if it never comes back."""
+        self.pool.fresh(failing[0].case)
+        found = self.strata(list(failing), up_to, source=source)
+        if not found and run.history:
+            self.pool.fresh(failing[0].case)
+            for earlier, repeat in run.history:
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
+            found = self.strata(list(failing), up_to, source=source)
+        if found or run.fault is None or run.passed is None:
+            return found
+        case = failing[run.passed].case
+        finding = finding_of(case, [Violation("no-hang-no-crash", run.fault, None,
+                                              f"{run.fault}: in a batch, on this case (run again alone, it passed)")])
+        finding.call, finding.bits, finding.found_by = self.call, self.bits, f"{source} (a batch)"
+        finding.seen_after = (*run.history, *((layer.case, True) for layer in failing[: run.passed]))
+        return [finding]
+
+    def _refind(self, strategy: SearchStrategy[Case], unshrunk: Finding, *, found_by: str,
+                anywhere: SearchStrategy[Case] | None = None) -> list[Finding]:
+        """Search ``anywhere`` (every case: where the smallest failure lies, when the failure is not
+        confined to a path), then ``strategy`` (the cases like ``unshrunk``'s, which failed) for
+        that failure again, and shrink it where it was met; ``unshrunk`` itself is reported if
+        neither search fails."""
+        found = [] if anywhere is None else self.search(anywhere, self.judge, REFIND_ANYWHERE, None,
+                                                         after_failure=True)
+        found = found or self.search(strategy, self.judge, REFIND_EXAMPLES, None, after_failure=True)
+        for finding in found or [unshrunk]:
+            finding.found_by = found_by
+        if not found:  # reported as drawn: the search within the stratum did not fail again
+            unshrunk.shrink_cut_s, unshrunk.shrink_cut = 0.0, "before shrinking: a search within its stratum did not fail again"
+        return found or [unshrunk]
+
+    def search(self, strategy: SearchStrategy[Case], judge: Callable[[Case], list[Violation]], budget: int,
+               deadline: float | None, *, after_failure: bool = False,
+               up_to: Callable[[int], SearchStrategy[Case]] | None = None) -> list[Finding]:
+        """Run Hypothesis over ``strategy`` and return one minimal finding per property.
+
+        Shrinking a failure that hangs costs a timeout per step; once those waits since the
+        first failure add up to ``shrink_budget_s`` (or the shrinking itself to ten times
+        that, or :data:`MAX_SHRINK_STEPS` steps), unseen candidates count as passing: Hypothesis stops and reports the smallest
+        failure so far, marked as not fully shrunk.
+
+        Drawn ahead (:attr:`SearchSettings.ahead`), each run of the test first only collects the
+        cases Hypothesis draws (:meth:`_run_ahead`): with one seed it draws the same ones
+        whatever the test does with them, so long as it passes them all.  They run in batches;
+        if one fails, the run is made again the usual way, which meets that failure where it
+        would have met it, and shrinks it.
+        """
+        found: dict[str, Finding] = {}
+        failed: dict[Case, Finding] = {}
+        clock = _ShrinkClock(self.config.shrink_budget_s, fault_steps=self.config.shrink_fault_steps,
+                             max_steps=self.config.max_shrink_steps)
+        self.failing = after_failure
+        collected: list[Case] | None = None  # drawing ahead: the test only collects its cases
+
+        def body(case: Case) -> None:
+            if collected is not None:
+                collected.append(case)
+                return
+            if clock.out_of_time():
+                if case in failed:  # out of shrinking time: replay only what is known to fail
+                    raise _violation(failed[case], found, self.progress)
+                return
+            for label in space.events(case):
+                event(label)
+            repeat = self._repeats(case)
+            if after_failure or clock.first_failure is not None:
+                self.progress.shrink_steps += 1  # shrinking, or finding a known failure again
+            started = time.monotonic()
+            try:
+                violations = judge(case)
+            except Exception as error:  # the harness's own: stop now, never shrink it as the target's
+                raise _HarnessFailed(error) from error
+            if violations:
+                clock.failed(time.monotonic() - started, violations[0].kind)
+                self.failing = True
+                failed[case] = self._finding(case, violations, repeat)
+                raise _violation(failed[case], found, self.progress)
+
+        run = 0
+        inconsistent = False
+        ahead = self._ahead(judge)
+        while True:
+            batch = budget if deadline is None else min(budget, 200)
+            # ``seed`` first: it switches the database off, and the settings applied after it
+            # (ours, with the database) replace that; saved failures are replayed first.
+            seed = (self.config.seed or 0) + run + RESUMED_SEED_STEP * self.resumed
+            test = settings(self.settings, max_examples=batch)(hypothesis.seed(seed)(given(strategy)(body)))
+            unmet: list[strategies.Stratum] = []  # what a batch failed on, if the usual run does not fail
+            met: BatchRun | None = None
+            if ahead:
+                collected = []
+                settings(profiles.read_only(self.settings), max_examples=batch)(
+                    hypothesis.seed(seed)(given(strategy)(body)))()
+                drawn, collected = collected, None
+                passed, unmet, met = self._run_ahead(drawn, strategy, deadline)
+                if passed:
+                    run += 1
+                    if deadline is None or time.monotonic() >= deadline:
+                        break
+                    continue
+                ahead = False  # the usual run, from here on
+            try:
+                test()
+            except PropertyViolation:
+                pass
+            except _HarnessFailed as failed:
+                raise failed.error from None
+            except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
+                inconsistent = isinstance(group, FlakyFailure)
+                _reraise_unless_violations(group)
+            if met is not None and not found:  # met in a batch only (what its ranks had run before it?): as the sweep does
+                self.failing = False
+                return self._batch_failed(unmet, met, up_to or (lambda world: strategy), source=DRAWN)
+            run += 1
+            if found or deadline is None or time.monotonic() >= deadline:
+                break
+        self.failing = False
+        for finding in found.values():
+            finding.shrink_cut_s, finding.shrink_cut, finding.inconsistent = (
+                clock.cut_after_s, clock.cut_reason, inconsistent)
+        return sorted(found.values(), key=lambda finding: PROPERTIES.index(finding.property))
+
+    def _run_ahead(self, drawn: list[Case], strategy: SearchStrategy[Case], deadline: float | None
+                   ) -> tuple[bool, list[strategies.Stratum], BatchRun | None]:
+        """Run Hypothesis's ``drawn`` cases in batches (:meth:`_in_batches`): whether all passed
+        (or the deadline came first); else what failed (the batch up to the failing case, as
+        strata of ``strategy``) and how that batch went.  After a failure what the batches
+        counted is taken back: the usual run that follows counts its cases itself."""
+        mark = (self.progress.examples, len(self.progress.seen), None if self.semantics is None else self.semantics.copy())
+        unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
+
+        def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding]:
+            unmet.append((_failing(batch, run), run))
+            return []  # the rest is the usual run's
+
+        def spent() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
+        layers = (strategies.Stratum(DRAWN, case, strategy) for case in drawn)
+        self._in_batches(layers, {}, failed, spent=spent)
+        if not unmet:
+            return True, [], None
+        self.progress.examples, seen, semantics = mark
+        del self.progress.seen[seen:]
+        if semantics is not None and self.semantics is not None:
+            self.semantics.clear()
+            self.semantics.update(semantics)
+        failing, run = unmet[0]
+        return False, failing, run
+
+    # -- replays for the confirmation -------------------------------------------------------------------
+    def replayer(self) -> confirm.Replay:
+        """Run a case on fresh ranks after a history, and judge it alone (in contract, or as misuse)."""
+        misuse = self.misuse
+
+        def replay(case: Case, history: Sequence[tuple[Case, bool]]) -> list[Violation]:
+            self.pool.fresh(case)
+            for earlier, repeat in history:
+                self.pool.run(earlier, self.target, call=self.call, repeat=repeat, timeout=self.config.timeout_s)
+            outcome = self.pool.run(case, self.target, call=self.call, repeat=not misuse,
+                                    timeout=self.config.timeout_s)
+            violations = check_misuse(outcome) if misuse else check_outcome(outcome, bits=self.bits)
+            if violations and not outcome.fault:
+                self.pool.after_failure(outcome)
+            return violations
+
+        return replay
+
+
+def _failing(batch: list[strategies.Stratum], run: BatchRun) -> list[strategies.Stratum]:
+    """A batch that did not pass, up to the case that failed (all of it where a fault hides which)."""
+    return batch if run.passed is None else batch[: run.passed + 1]
+
+
+def _batch_key(case: Case) -> tuple:
+    """What one batch's cases share: a rank-set key and a group layout."""
+    return case.backend, case.device, case.world_size, case.layout()
+
+
+def _taken(layers: list[strategies.Stratum]) -> Iterator[strategies.Stratum]:
+    """``layers`` taken off the list one by one as they are drawn."""
+    while layers:
+        yield layers.pop(0)
+
+
+def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
+                size: int, key: tuple[str, str, int] | None = None) -> list[strategies.Stratum]:
+    """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
+    groups made once), of ``key``'s (backend, device, world size) if given; drawn ones of other
+    keys wait in ``pending`` for their turn.  Once ``source`` runs dry, fewer; none: ``[]``."""
+    dry = False
+    while True:
+        for held, waiting in pending.items():
+            if len(waiting) >= (1 if dry else size) and (key is None or held[:3] == key):
+                batch, waiting[:] = waiting[:size], waiting[size:]
+                return batch
+        if dry:
+            return []
+        layer = next(source, None)
+        if layer is None:  # run dry: what waits goes as it is
+            dry = True
+        else:
+            pending.setdefault(_batch_key(layer.case), []).append(layer)
+
+
+class _ShrinkClock:
+    """When to stop shrinking: after ``max_steps`` cases (:data:`MAX_SHRINK_STEPS`), or once the
+    steps that faulted (hung, crashed, desynced: each costs a timeout or a fresh rank set) add up
+    to the budget, or (a last resort) after ten times the budget.  A value or gradient bug never
+    faults, so how far it shrinks does not depend on the machine's speed.
+
+    With ``fault_steps`` the budget is a count: at most that many faulty steps, and no wall
+    clock at all, so a fault shrinks to the same case on a loaded machine as on a quiet one.
+    """
+
+    def __init__(self, budget_s: float, *, fault_steps: int | None = None, max_steps: int = MAX_SHRINK_STEPS) -> None:
+        self.budget_s = budget_s
+        self.fault_steps = fault_steps
+        self.max_steps = max_steps
+        self.first_failure: float | None = None
+        self.steps = 0
+        self.faults = 0
+        self.fault_s = 0.0
+        self.cut_after_s: float | None = None
+        self.cut_reason = ""
+
+    def failed(self, elapsed_s: float, kind: str) -> None:
+        self.first_failure = self.first_failure or time.monotonic()
+        if kind in confirm.FAULTS:
+            self.fault_s += elapsed_s
+            self.faults += 1
+
+    def out_of_time(self) -> bool:
+        if self.first_failure is None:
+            return False
+        if self.cut_reason:
+            return True
+        self.steps += 1
+        shrinking_s = time.monotonic() - self.first_failure
+        if self.steps > self.max_steps:
+            self.cut_reason = f"after {self.max_steps} shrinking steps"
+        elif self.fault_steps is not None:
+            if self.faults > self.fault_steps:
+                self.cut_reason = (f"after {self.fault_steps} shrinking steps that hung, crashed or desynced "
+                                   f"(each waits for --timeout or a fresh rank set)")
+        elif self.fault_s > self.budget_s or shrinking_s > 10 * self.budget_s:
+            self.cut_reason = (f"after {self.budget_s:g} s of shrinking steps that hung, crashed or desynced "
+                               f"(each waits for --timeout or a fresh rank set)")
+        if self.cut_reason:
+            self.cut_after_s = shrinking_s
+        return bool(self.cut_reason)
+
+
+def _violation(finding: Finding, found: dict[str, Finding], progress: Progress) -> PropertyViolation:
+    """Keep ``finding`` as its bucket's latest (smallest) failure; the exception that says so."""
+    found[BUCKETS[finding.property]] = finding
+    progress.failures = len(found)
+    return VIOLATION_TYPES[finding.property](finding.message)
+
+
+def _reraise_unless_violations(group: BaseExceptionGroup) -> None:
+    rest = group.subgroup(lambda exc: not isinstance(exc, (PropertyViolation, BaseExceptionGroup)))
+    if rest is not None:
+        raise rest
+
+
+def _note_outcome(outcome: Outcome) -> None:
+    """Per-rank shapes and errors as Hypothesis notes: printed with the minimal example."""
+    if not hypothesis.currently_in_test_context():
+        return  # a stratum or a replay, judged outside Hypothesis
+    case = outcome.case
+    note(f"case: {case.describe()}")
+    for result in outcome.results:
+        if result is None:
+            continue
+        shapes = [None if piece is None else tuple(piece.shape) for piece in result.output or []]
+        note(f"rank {result.rank}: output shapes {shapes}, collectives {result.collectives}"
+             + (f", raised {result.error_type} in {result.error_phase}" if result.error else ""))
+
+
+__all__ = ["PropertyViolation", "SearchSettings", "VIOLATION_TYPES", "run_check"]
