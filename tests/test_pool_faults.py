@@ -327,3 +327,27 @@ def test_target_that_cannot_load_is_an_error_not_a_hang(fault_pool: LocalPool) -
     outcome, elapsed = run_timed(fault_pool, "tests.planted.faults:no_such_gather")
     assert outcome.fault is None and elapsed < TIMEOUT_S
     assert all("has no attribute 'no_such_gather'" in r.error for r in outcome.results)
+
+
+@pytest.mark.slow
+def test_a_slowed_case_under_a_long_check_timeout_is_never_ended_by_the_process_groups_timeout(monkeypatch) -> None:
+    """A check's ``--timeout`` travels with its calls to a pool whose sets were started for a
+    shorter one: the sets are started again for the longer one before it runs, so their process
+    groups (gloo's own timeout) outlast the harness's wait for a slowed case.  Scaled down here:
+    without the groups' floor and the compile patience, a group outlasts 6 case timeouts, so the
+    set started for a 1 s case gets 6 s, and the slowed rank (12 s, within the 3 s case's
+    patience) would make its peers' gather raise inside gloo if that set were kept."""
+    from harness.pool import machine
+    from tests.planted.faults import SLOW_S
+
+    monkeypatch.setattr(machine, "GROUP_TIMEOUT_FLOOR_S", 0.0)
+    monkeypatch.setattr(machine, "COMPILE_PATIENCE", 1.0)
+    with LocalPool(timeout=1.0) as pool:
+        assert pool.run(RAGGED, CORRECT, timeout=1.0).fault is None  # a set for the short timeout
+        first = pool.existing(RAGGED.backend, RAGGED.device, RAGGED.world_size)
+        assert first is not None and first.group_timeout_s < SLOW_S
+        outcome = pool.run(RAGGED, "tests.planted.faults:rank0_slow_then_gathers", timeout=3.0)
+        assert outcome.fault is None, outcome.describe_fault()
+        assert check_outcome(outcome) == []  # gloo's "Timed out waiting 6000ms" on ranks 1 and 2, were the set kept
+        used = pool.existing(RAGGED.backend, RAGGED.device, RAGGED.world_size)
+        assert used is not first and used.group_timeout_s >= machine.group_timeout_s(3.0) > SLOW_S

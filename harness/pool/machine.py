@@ -37,11 +37,15 @@ def too_many_ranks(world_size: int, limit: int) -> str:
             f"the cases to torchrun ranks with --listen")
 
 
+#: A process group never times out sooner than this.
+GROUP_TIMEOUT_FLOOR_S = 3600.0
+
+
 def group_timeout_s(case_timeout_s: float) -> float:
     """The process group's own timeout: far beyond the case timeout, so that the controller,
     not the backend, decides when a rank hangs (and can dump its stack first), however long
     it lets busy or compiling ranks run (:data:`harness.settings.options.PATIENCE`, ``COMPILE_PATIENCE``)."""
-    return max(3600.0, (max(PATIENCE, COMPILE_PATIENCE) + 1) * case_timeout_s)
+    return max(GROUP_TIMEOUT_FLOOR_S, (max(PATIENCE, COMPILE_PATIENCE) + 1) * case_timeout_s)
 
 
 def within_gpus(world_sizes: tuple[int, int], backend: str) -> tuple[int, int]:

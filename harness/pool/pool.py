@@ -30,7 +30,7 @@ from harness.core.errors import PoolError, RankCallFailed
 from harness.core.procedure import BatchRequest, RankResult, RunRequest
 from harness.pool import forkserver
 from harness.pool.faults import Outcome
-from harness.pool.machine import check_devices, local_world_size_limit, too_many_ranks
+from harness.pool.machine import check_devices, group_timeout_s, local_world_size_limit, too_many_ranks
 from harness.pool.rankset import STOP_S, BatchRun, RankSet
 from harness.settings import files
 from harness.settings.options import DEFAULT_TIMEOUT_S
@@ -47,6 +47,11 @@ class Pool:
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
         raise NotImplementedError
 
+    def outlast(self, timeout: float | None) -> float:
+        """The case timeout of a call (``None``: the pool's own), once the sets it may run on are
+        sure to outlast it: a pool whose process groups could time out first replaces them."""
+        return self.timeout if timeout is None else timeout
+
     def run(self, case: Case, target: str, *, call: Call | None = None, check_grad: bool | None = None,
             repeat: bool = True, timeout: float | None = None, detect: bool = False, declared: str = "",
             requires_grad: bool = False, diagnose: bool = True,
@@ -61,15 +66,16 @@ class Pool:
     def run_request(self, request: RunRequest, timeout: float | None = None, *, diagnose: bool = True,
                     meanwhile: Callable[[], None] | None = None) -> Outcome:
         """Run ``request`` on a warm set with its case's process groups made (:meth:`RankSet.run`)."""
+        wait_s = self.outlast(timeout)
         rank_set = self.set_with_groups(request.case)
-        return rank_set.run(request, self.timeout if timeout is None else timeout, diagnose=diagnose,
-                            meanwhile=meanwhile)
+        return rank_set.run(request, wait_s, diagnose=diagnose, meanwhile=meanwhile)
 
     def run_batch(self, batch: BatchRequest, timeout: float | None = None, *,
                   meanwhile: Callable[[], None] | None = None) -> BatchRun:
         """Run a batch of one layout's cases on a warm set (:meth:`RankSet.run_batch`)."""
+        wait_s = self.outlast(timeout)
         rank_set = self.set_with_groups(batch.requests[0].case)
-        return rank_set.run_batch(batch, self.timeout if timeout is None else timeout, meanwhile=meanwhile)
+        return rank_set.run_batch(batch, wait_s, meanwhile=meanwhile)
 
     def lanes(self, world_size: int) -> int:
         """How many batches of ``world_size`` ranks may run at once (:meth:`run_batches`): one here."""
@@ -84,7 +90,7 @@ class Pool:
         """Batches of one world size at once, the first on the key's own set (with ``meanwhile``),
         each other on a twin (:meth:`twin_set`), from a thread of its own, so the second set's
         ranks work while the first's wait in their collectives (:meth:`lanes`)."""
-        wait_s = self.timeout if timeout is None else timeout
+        wait_s = self.outlast(timeout)
         twins = []
         for batch in batches[1:]:
             case = batch.requests[0].case
@@ -169,8 +175,9 @@ class Pool:
              timeout: float | None = None) -> list[RankResult]:
         """Call ``target(*args)`` on every rank of a set; the set is replaced if any rank fails
         (:class:`RankCallFailed` when one did not return)."""
+        wait_s = self.outlast(timeout)
         rank_set = self.rank_set(backend, device, world_size)
-        return rank_set.call(target, args, self.timeout if timeout is None else timeout)
+        return rank_set.call(target, args, wait_s)
 
     def close(self) -> None:
         raise NotImplementedError
@@ -181,6 +188,8 @@ class LocalPool(Pool):
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_S, start_timeout: float = 120.0) -> None:
         self.timeout = timeout
+        #: The longest case timeout asked of this pool so far: every set it starts outlasts it.
+        self.longest_timeout = timeout
         self.start_timeout = start_timeout
         self.context = forkserver.context()
         _remove_stale_dirs()
@@ -197,6 +206,24 @@ class LocalPool(Pool):
         self.max_ranks = local_world_size_limit()
         self.closed = False
         atexit.register(self.close)
+
+    def outlast(self, timeout: float | None) -> float:
+        """A check's ``--timeout`` travels with its calls, and the shared pool's sets were started
+        for the default one: when a call's timeout is longer than any before, the sets whose
+        process groups would time out within the harness's own wait for it are stopped, to be
+        started again as they are next needed (a set's group timeout is fixed when it starts)."""
+        wait_s = super().outlast(timeout)
+        if wait_s > self.longest_timeout:
+            self.longest_timeout = wait_s
+            needed = group_timeout_s(wait_s)
+            for sets in (self.sets, self.twins):
+                for key in [key for key, each in sets.items() if each.group_timeout_s < needed]:
+                    sets.pop(key).stop()
+            for spares in self.spares.values():
+                for spare in [spare for spare in spares if spare.group_timeout_s < needed]:
+                    spares.remove(spare)
+                    spare.stop()
+        return wait_s
 
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
         """The warm set for this key, replacing it if there is none or it broke.

@@ -94,6 +94,8 @@ class Host(Protocol):
     """What a set needs of the pool that keeps it (:class:`harness.pool.pool.LocalPool`)."""
 
     timeout: float
+    #: The longest case timeout a set started now must outlast (:func:`harness.pool.machine.group_timeout_s`).
+    longest_timeout: float
     context: Any
     tmpdir: str
     store: Any
@@ -106,6 +108,9 @@ class RankSet:
         self.pool = pool
         self.backend, self.device, self.world_size = backend, device, world_size
         self.prefix = f"{backend}-{device}-w{world_size}-g{generation}/"
+        #: The process group's own timeout: beyond any wait of the harness's for a case up to
+        #: the pool's longest case timeout, so the controller, never gloo, ends a case.
+        self.group_timeout_s = group_timeout_s(pool.longest_timeout)
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.last: list[Any] = []
@@ -184,7 +189,7 @@ class RankSet:
             store_host="127.0.0.1",
             store_port=self.pool.store.port,
             store_prefix=self.prefix,
-            group_timeout_s=group_timeout_s(self.pool.timeout),
+            group_timeout_s=self.group_timeout_s,
             log_path=self.logs[r],
             stack_path=self.stacks[r],
             sys_path=tuple(sys.path),

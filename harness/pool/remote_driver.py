@@ -222,6 +222,8 @@ class RemotePool(Pool):
         self.rendezvous = Rendezvous(*parse_address(listen, "--listen"), authkey, self.announce)
         self.backend, self.device, self.world_size = backend, device, world_size
         self.timeout = timeout
+        #: The torchrun job's groups are made for this pool's one case timeout, the check's.
+        self.longest_timeout = timeout
         self.connect_timeout, self.reconnect_timeout = connect_timeout, reconnect_timeout
         self.current: RemoteRankSet | None = None
         self.generation = 0
@@ -339,7 +341,7 @@ class RemotePool(Pool):
         raise PoolGone(self.gone)
 
     def _join(self, ranks: RemoteRankSet) -> None:
-        args = (self.backend, self.device, group_timeout_s(self.timeout), f"{self.token}-g{self.generation}/")
+        args = (self.backend, self.device, group_timeout_s(self.longest_timeout), f"{self.token}-g{self.generation}/")
         results = ranks.call(rank_calls.address(rank_calls.join_group), args, JOIN_TIMEOUT_S)
         failed = [res for res in results if res is None or res.error]
         if failed:

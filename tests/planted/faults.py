@@ -85,6 +85,22 @@ def spins_while_rank1_raises(x: torch.Tensor, dim: int) -> torch.Tensor:
     return correct(x, dim)
 
 
+def rank0_slow_then_gathers(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rank 0 computes for :data:`SLOW_S` before its first gather (busy: a slowed case, not a
+    hang); the others wait for it inside the gather, as long as their process group lets them."""
+    if dist.get_rank() == 0 and not _SLOWED:
+        _SLOWED.append(True)
+        _spin(SLOW_S)
+    return correct(x, dim)
+
+
+_SLOWED: list[bool] = []
+
+
+#: How long :func:`rank0_slow_then_gathers` computes on rank 0.
+SLOW_S = 12.0
+
+
 def _spin(seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
