@@ -11,6 +11,9 @@ failing case shrinks toward the smallest world, the fewest dims, the shortest le
 
 One module, as the strategies build on each other in order (lengths, shapes, rank specs, cases,
 misuse cases); the strata's schedule over them is :mod:`harness.strategies._strata`.
+
+One concern: drawing valid cases within a contract; the pairwise schedule is
+:mod:`harness.strategies._strata` and the space of cases :mod:`harness.strategies.space`.
 """
 
 from __future__ import annotations

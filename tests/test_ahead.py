@@ -13,6 +13,9 @@ from harness.core.contract import Contract
 from harness.search.engine import run_check
 from harness.settings.profiles import ReadOnlyDatabase
 
+#: Every test here runs two searches, and the failing ones shrink twice: not the fast loop.
+pytestmark = pytest.mark.slow
+
 PLANTED = "tests.planted"
 
 

@@ -354,6 +354,59 @@ def test_a_scratch_project_stays_clean(tmp_path: Path) -> None:
 
 # -- prose that is checked ------------------------------------------------------------------------
 
+#: A module longer than this says, in its docstring, why it is still one concern ("One concern: ...").
+LONG_MODULE_LINES = 450
+
+
+def test_every_test_module_is_in_the_test_map() -> None:
+    listed = (ROOT / "tests" / "README.md").read_text()
+    assert [path.name for path in sorted((ROOT / "tests").glob("test_*.py")) if f"`{path.name}`" not in listed] == []
+
+
+def long_modules_without_a_reason(files: dict[str, Path]) -> list[str]:
+    """Modules over :data:`LONG_MODULE_LINES` lines whose docstring does not say why they are one concern."""
+    return [name for name, path in sorted(files.items())
+            if len(path.read_text().splitlines()) > LONG_MODULE_LINES
+            and "One concern" not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
+
+
+def test_every_long_module_says_why_it_is_one_concern() -> None:
+    assert long_modules_without_a_reason(module_files()) == []
+
+
+def test_the_long_module_check_finds_a_planted_long_module(tmp_path: Path) -> None:
+    long = tmp_path / "long.py"
+    long.write_text('"""A module."""\n' + "x = 1\n" * LONG_MODULE_LINES)
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text('"""A module.\n\nOne concern: the xs."""\n' + "x = 1\n" * LONG_MODULE_LINES)
+    assert long_modules_without_a_reason({"long": long, "reasoned": reasoned}) == ["long"]
+
+
+def missing_modules(text: str) -> list[str]:
+    """The package paths (``harness/pool/pool.py``) and dotted names (``harness.pool.pool``) ``text``
+    names that are neither a module, a package nor a name one of them defines."""
+    files = module_files()
+    named = {path.relative_to(ROOT).as_posix() for path in files.values()}
+    missing = [path for path in re.findall(r"\b(?:harness|strategies|reference)/[\w/]+\.py\b", text)
+               if path not in named]
+    for dotted in re.findall(r"\bharness(?:\.\w+)+", text):
+        module = next((dotted[:len(name)] for name in sorted(files, key=len, reverse=True)
+                       if dotted == name or dotted.startswith(name + ".")), None)
+        if module is None or (module != dotted and dotted.split(".")[len(module.split("."))] not in
+                              {*dir(importlib.import_module(module))}):
+            missing.append(dotted)
+    return missing
+
+
+def test_the_developers_guide_names_only_modules_that_exist() -> None:
+    assert missing_modules((ROOT / "docs" / "DEVELOPING.md").read_text()) == []
+
+
+def test_the_module_name_check_finds_planted_names() -> None:
+    text = "see `harness/pool/pool.py`, `harness/search.py`, `harness.pool.pool.LocalPool` and `harness.search.nothing`"
+    assert missing_modules(text) == ["harness/search.py", "harness.search.nothing"]
+
+
 #: A cross-reference in a docstring, ``:role:`target```, the target optionally led by ``~`` or ``.``.
 REFERENCE = re.compile(r":(?:class|func|meth|data|mod|attr|exc|obj):`([^`]+)`")
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)

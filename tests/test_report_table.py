@@ -33,8 +33,8 @@ from harness.core.contract import COLLECTIVES
 from harness.frontends import catalogue_report
 from harness.frontends.catalogue_report import HEADER, WIDTH, Row, folded_table, plan, short_contract, text_report
 from harness.search import confirm
-from harness.search.engine import _ShrinkClock
 from harness.search.results import CheckReport
+from harness.search.shrinking import ShrinkClock
 from harness.variants import CATALOGUE, by_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_the_race_rows_are_the_catalogue_tests_intermittent_ones() -> None:
 def test_shrinking_with_a_fault_step_budget_ignores_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    clock = _ShrinkClock(budget_s=0.001, fault_steps=3, max_steps=50)
+    clock = ShrinkClock(budget_s=0.001, fault_steps=3, max_steps=50)
     for _ in range(3):
         clock.failed(3600.0, "hang")  # an hour each: seconds do not count
         now[0] += 3600.0
@@ -161,7 +161,7 @@ def test_shrinking_with_a_fault_step_budget_ignores_the_clock(monkeypatch: pytes
 
 
 def test_shrinking_stops_after_the_reports_step_budget() -> None:
-    clock = _ShrinkClock(budget_s=30.0, fault_steps=3, max_steps=5)
+    clock = ShrinkClock(budget_s=30.0, fault_steps=3, max_steps=5)
     clock.failed(0.01, "mismatch")
     assert not any(clock.out_of_time() for _ in range(5))
     assert clock.out_of_time() and clock.cut_reason == "after 5 shrinking steps"

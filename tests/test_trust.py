@@ -41,9 +41,11 @@ from harness.report import hints, repro
 from harness.report.text import finding_message
 from harness.search import confirm
 from harness.search import engine as search
-from harness.search.engine import MAX_SHRINK_STEPS, _ShrinkClock, run_check
+from harness.search.batches import BatchEngine
+from harness.search.engine import run_check
 from harness.search.finding import Finding, UnreproducedFaultWarning
 from harness.search.results import CheckReport
+from harness.search.shrinking import MAX_SHRINK_STEPS, ShrinkClock
 from harness.variants import by_name
 from tests.budgets import SCRIPT_TIMEOUT_S
 
@@ -306,7 +308,7 @@ def test_an_internal_error_in_the_batches_exits_3_at_once_with_one_line(
         raise KeyError("planted")
 
     monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
-    monkeypatch.setattr(search._Session, "_batch_request", broken)
+    monkeypatch.setattr(BatchEngine, "_request", broken)
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1, err
@@ -416,14 +418,14 @@ def test_the_report_prints_the_same_table_twice(capsys: pytest.CaptureFixture[st
 
 
 def test_shrinking_stops_after_its_step_budget_and_says_why() -> None:
-    clock = _ShrinkClock(budget_s=30.0)
+    clock = ShrinkClock(budget_s=30.0)
     clock.failed(0.01, "mismatch")
     assert not any(clock.out_of_time() for _ in range(MAX_SHRINK_STEPS))
     assert clock.out_of_time() and clock.cut_reason == f"after {MAX_SHRINK_STEPS} shrinking steps"
 
 
 def test_shrinking_stops_after_its_budget_of_faulty_steps() -> None:
-    clock = _ShrinkClock(budget_s=1.0)
+    clock = ShrinkClock(budget_s=1.0)
     clock.failed(0.6, "hang")
     assert not clock.out_of_time()
     clock.failed(0.6, "desync")

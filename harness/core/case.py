@@ -21,6 +21,9 @@ This module is embedded in repro scripts: it imports only torch, the standard li
 other embedded modules (``contract``, ``values``), relatively.  Its length is one concern's: :class:`Case`
 says every collective's shapes, slots and groups, and the layouts rebuild its tensors from them;
 the value recipes are :mod:`harness.core.values`.
+
+One concern: a case as data and the tensors it lays out, on any rank and in any repro; the value
+recipes live apart (:mod:`harness.core.values`).
 """
 
 from __future__ import annotations

@@ -55,6 +55,9 @@ Its length is one concern's: planning the call, every role bound by name (:class
 reading a result is :mod:`harness.core.outputs`.
 
 This module is embedded in repro scripts: it imports only torch and the standard library.
+
+One concern: the call: planned from a signature, made, and its result read back; the output
+conventions' table is :mod:`harness.core.outputs`.
 """
 
 from __future__ import annotations

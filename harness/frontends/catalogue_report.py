@@ -31,6 +31,9 @@ not be checked at all (verdict ``error``: the harness's failure, not a finding),
 Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant (what the whole catalogue costs
 is in docs/report.md).  Misuse probes are off by default: equal-only variants given ragged input hang by
 design, and every hanging example costs the full timeout.
+
+One concern: the ``report`` command, from the plan that shares the variants between workers to the
+table; each row's search is the one ``check`` runs.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from harness.report.text import ProgressLine, markdown_table, write_step_summary
 from harness.search.coverage import Coverage
 from harness.search.finding import Finding
 from harness.search.results import CheckReport
+from harness.search.shrinking import MAX_SHRINK_STEPS
 from harness.settings.files import write_json
 from harness.settings.options import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
@@ -70,8 +74,6 @@ DEFAULT_TIMEOUT_S = REPORT_TIMEOUT_S
 #: one does: at most this many shrinking steps that hung, crashed or desynced per failing
 #: property (each waits for a timeout or a fresh rank set) ...
 SHRINK_FAULT_STEPS = 40
-#: ... and at most this many steps of any kind.
-MAX_SHRINK_STEPS = 400
 NOT_PROBED = "not probed"
 #: The ``ci`` profile: no example database, whose contents would vary the table between runs.
 REPORT_PROFILE = "ci"

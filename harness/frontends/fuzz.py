@@ -19,6 +19,9 @@ summary, but Hypothesis has already saved it in the database: the next run start
 Exit status of ``fuzz``: 0 nothing found, 1 something found, 2 bad arguments, 3 the harness
 could not run, 130 interrupted before anything was found.  Of ``replay``: 0 no chosen finding
 reproduced, 1 at least one did, 2 bad arguments.
+
+One concern: the ``fuzz`` and ``replay`` commands' loop (slices, budgets, the database, the
+summary); every slice is a ``check`` (:func:`harness.frontends.api.execute`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ collects the evidence of a fault (stacks of blocked ranks, logs of dead ones) fo
 model (:mod:`harness.pool.faults`); whether ranks late at the deadline get more time is
 :mod:`harness.pool.watch`'s.  :mod:`harness.pool.pool` keeps the sets; :mod:`harness.pool.remote_driver`
 subclasses a set for ranks started by torchrun.
+
+One concern: one set's life (start, exchanges with the controller, evidence of a fault, stop).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ Calls of the target are costly, so the companion and repeat calls of the stabili
 properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
 case itself, so a replay makes the same calls), and on every example once something failed.
 
-One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`_ShrinkClock`)
-share one session's state; what a search hands back is :mod:`harness.search.results`.
+One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`ShrinkClock`)
+share one session's state; the batches run in :mod:`harness.search.batches`, when shrinking stops
+is :mod:`harness.search.shrinking`, and what a search hands back is :mod:`harness.search.results`.
 """
 
 from __future__ import annotations
@@ -53,15 +54,24 @@ from harness.core.checks import (
 from harness.core.compare import Violation
 from harness.core.contract import MAX_WORLD_SIZE, Contract
 from harness.core.conventions import Call
-from harness.core.procedure import BatchRequest, RunRequest
 from harness.pool import capabilities
 from harness.pool.faults import Outcome
 from harness.pool.pool import Pool, shared_pool
 from harness.pool.rankset import BatchRun
 from harness.search import confirm, probe
+from harness.search.batches import BatchEngine, failing, taken
 from harness.search.coverage import Coverage
 from harness.search.finding import Finding, finding_of
 from harness.search.results import CheckReport, Progress
+from harness.search.shrinking import (
+    BUCKETS,
+    MAX_SHRINK_STEPS,
+    VIOLATION_TYPES,
+    PropertyViolation,
+    ShrinkClock,
+    kept_violation,
+    reraise_unless_violations,
+)
 from harness.settings import profiles
 from harness.settings.options import DEFAULT_TIMEOUT_S
 from harness.strategies import space
@@ -76,31 +86,21 @@ REFIND_EXAMPLES = 100
 REFIND_ANYWHERE = 50
 #: A search that goes on after putting an unreproduced hang aside draws from seeds this far on.
 RESUMED_SEED_STEP = 1_000_003
-#: Shrinking stops after this many cases run since the first failure: a bound that does not
-#: move with the machine's speed, so the same seed shrinks to the same case on any machine.
-MAX_SHRINK_STEPS = 400
+
 
 
 #: With batches (the fuzz engine), Hypothesis draws this many examples of a search first (its
-#: example database's failures among them), then batches take the rest of the budget ...
+#: example database's failures among them), then batches take the rest of the budget
+#: (:class:`harness.search.batches.BatchEngine`).
 SWEEP_SEARCH_EXAMPLES = 50
-#: ... in batches of this many cases at first, doubled while a batch takes under
-#: :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH` (the ranks judge each; only a count comes back).
-FIRST_BATCH = 4
 #: A finding's ``found_by`` when a batch met it ...
 BATCHES = "the fuzz engine's batches"
 #: ... when a stratum met it, in a batch or not ...
 STRATA = "the stratified examples"
 #: ... and when a batch of Hypothesis's draws met it, and the usual run of them did not.
 DRAWN = "Hypothesis's examples, in batches"
-MAX_BATCH = 256
-BATCH_TARGET_S = 0.2
 #: Failures each try of which waits for a timeout or a new rank set: not moved to fewer ranks.
 _STALLS = frozenset({"hang", "crash", "desync"})
-
-
-class PropertyViolation(AssertionError):
-    """Raised inside the Hypothesis test when a case breaks a property."""
 
 
 class _HarnessFailed(BaseException):
@@ -110,16 +110,6 @@ class _HarnessFailed(BaseException):
     def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
-
-
-#: Where Hypothesis keeps a failure of each property: ``bits`` shares ``values``'s bucket, so a
-#: bug that changes values is shrunk once (a case where only bits differ is one of its cases).
-BUCKETS: dict[str, str] = {prop: "values" if prop == "bits" else prop for prop in PROPERTIES}
-_BUCKET_TYPES: dict[str, type[PropertyViolation]] = {
-    bucket: type(bucket.title().replace("-", "") + "Violation", (PropertyViolation,), {}) for bucket in set(BUCKETS.values())
-}
-#: One exception type per bucket: Hypothesis keeps one minimal example per type.
-VIOLATION_TYPES: dict[str, type[PropertyViolation]] = {prop: _BUCKET_TYPES[BUCKETS[prop]] for prop in PROPERTIES}
 
 
 @dataclass(frozen=True)
@@ -272,6 +262,12 @@ class _Session:
     resumed: int = 0
     #: The contract's smallest world: :meth:`fewest_ranks` goes no lower (a torchrun job has one size).
     fewest_world: int = 1
+    #: Where the search's batches run: the fuzz engine's sweep, the strata, draws run ahead.
+    batches: BatchEngine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.batches = BatchEngine(self.pool, self.target, self.call, self.bits, self.config.timeout_s, self.progress,
+                                   self.notes, self.semantics, self._repeats, self._count_semantics, self.on_example)
 
     # -- judging one case ---------------------------------------------------------------------------
     def judge(self, case: Case) -> list[Violation]:
@@ -462,14 +458,14 @@ class _Session:
         def failed(batch: list[strategies.Stratum], run: BatchRun) -> None:
             unmet.append((batch, run))
 
-        self._in_batches(_taken(layers), pending, failed, spent=lambda: bool(unmet), always_repeat=True)
+        self.batches.run(taken(layers), pending, failed, spent=lambda: bool(unmet), always_repeat=True)
         if not unmet:
             return []
         back = [layer for batch, _ in unmet for layer in batch] + [layer for held in pending.values() for layer in held]
         layers[:] = sorted([*back, *layers], key=lambda layer: place[id(layer)])
         found = self.strata(layers, up_to)
         batch, run = unmet[0]
-        return found or self._batch_failed(_failing(batch, run), run, up_to, source=STRATA)
+        return found or self._batch_failed(failing(batch, run), run, up_to, source=STRATA)
 
     def sweep(self, source: Iterator[strategies.Stratum], up_to: Callable[[int], SearchStrategy[Case]],
               budget: int, deadline: float | None) -> list[Finding]:
@@ -487,90 +483,9 @@ class _Session:
             return time.monotonic() >= deadline if deadline is not None else self.progress.searched >= budget
 
         def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding] | None:
-            return self._batch_failed(_failing(batch, run), run, up_to) or None
+            return self._batch_failed(failing(batch, run), run, up_to) or None
 
-        return self._in_batches(source, {}, failed, spent=spent, budget=None if deadline is not None else budget) or []
-
-    def _in_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
-                    failed: Callable[[list[strategies.Stratum], BatchRun], list[Finding] | None], *,
-                    spent: Callable[[], bool] = lambda: False, budget: int | None = None,
-                    always_repeat: bool = False) -> list[Finding] | None:
-        """Run ``source``'s cases in batches until it runs dry or ``spent()``; ``failed`` is given each
-        batch that did not pass, and what it returns, unless ``None``, ends the run and is
-        returned.  Cases drawn but not run when ``spent()`` go back to ``pending``.
-
-        Batches hold one rank-set key and layout each, :data:`FIRST_BATCH` cases at first,
-        doubled while a round takes under :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH`; as
-        many run at once as the pool has lanes, the next drawn meanwhile.  ``budget``: no more
-        examples than that in all.  ``always_repeat``: every case makes the stability calls
-        (else one in :data:`REPEAT_EVERY`, chosen by the case, as :meth:`judge` does).
-        """
-        def drawn(size: int) -> list[tuple[list[strategies.Stratum], BatchRequest]]:
-            """The next batches with their requests, built while the ranks run the last ones."""
-            return [(batch, self._batch_request(batch, always_repeat))
-                    for batch in self._next_batches(source, pending, size)]
-
-        size = FIRST_BATCH
-        ready = drawn(size)
-        while ready:
-            if spent():
-                for batch, _ in reversed(ready):
-                    held = pending.setdefault(_batch_key(batch[0].case), [])
-                    held[:0] = batch
-                return None
-            if budget is not None:
-                n = max(1, budget - self.progress.searched)
-                ready = [(batch[:n], replace(request, requests=request.requests[:n])) for batch, request in ready[:1]]
-            following: list[list[tuple[list[strategies.Stratum], BatchRequest]]] = []
-            started = time.monotonic()
-            results = self.pool.run_batches([request for _, request in ready], timeout=self.config.timeout_s,
-                                            meanwhile=lambda: following.append(drawn(size)))
-            took = time.monotonic() - started
-            batches = [batch for batch, _ in ready]
-            for batch, run in zip(batches, results):
-                self.progress.current = batch[-1].case
-                if run.passed == len(batch):
-                    self._batch_passed(batch, run)
-            for batch, run in zip(batches, results):
-                if run.passed != len(batch):
-                    found = failed(batch, run)
-                    if found is not None:
-                        return found
-            if all(run.passed == len(batch) for batch, run in zip(batches, results)) and took < BATCH_TARGET_S:
-                size = min(MAX_BATCH, size * 2)
-            ready = following[0] if following else drawn(size)
-            if self.on_example is not None:
-                self.on_example(self.progress)
-        return None
-
-    def _batch_passed(self, batch: list[strategies.Stratum], run: BatchRun) -> None:
-        """Count a batch that passed, with what a usual run of its cases notes (:meth:`_judged`)."""
-        for k, layer in enumerate(batch):
-            self.progress.seen.append((layer.case, None))
-            if self.semantics is not None and layer.case.grad != "none" and k < len(run.matched):
-                self._count_semantics(layer.case, run.matched[k])
-        self.progress.examples += len(batch)
-        if run.written and IN_PLACE_NOTE not in self.notes:
-            self.notes.append(IN_PLACE_NOTE)
-
-    def _batch_request(self, batch: list[strategies.Stratum], always_repeat: bool) -> BatchRequest:
-        """The batch's requests, the stability calls where :meth:`_repeats` (or ``always_repeat``) says."""
-        return BatchRequest(tuple(RunRequest(case=layer.case, target=self.target, call=self.call,
-                                             check_grad=layer.case.grad != "none",
-                                             repeat=always_repeat or self._repeats(layer.case))
-                                  for layer in batch), bits=self.bits, semantics=self.semantics is not None)
-
-    def _next_batches(self, source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
-                      size: int) -> list[list[strategies.Stratum]]:
-        """The next batch, and as many more of its world size as the pool runs at once
-        (:meth:`Pool.lanes`); none once ``source`` has run dry and nothing waits."""
-        first = _next_batch(source, pending, size)
-        if not first:
-            return []
-        case = first[0].case
-        same = (case.backend, case.device, case.world_size)
-        more = (_next_batch(source, pending, size, same) for _ in range(self.pool.lanes(case.world_size) - 1))
-        return [first, *(batch for batch in more if batch)]
+        return self.batches.run(source, {}, failed, spent=spent, budget=None if deadline is not None else budget) or []
 
     def _batch_failed(self, failing: list[strategies.Stratum], run: BatchRun,
                       up_to: Callable[[int], SearchStrategy[Case]], *, source: str = BATCHES) -> list[Finding]:
@@ -628,7 +543,7 @@ class _Session:
         """
         found: dict[str, Finding] = {}
         failed: dict[Case, Finding] = {}
-        clock = _ShrinkClock(self.config.shrink_budget_s, fault_steps=self.config.shrink_fault_steps,
+        clock = ShrinkClock(self.config.shrink_budget_s, fault_steps=self.config.shrink_fault_steps,
                              max_steps=self.config.max_shrink_steps)
         self.failing = after_failure
         collected: list[Case] | None = None  # drawing ahead: the test only collects its cases
@@ -639,7 +554,7 @@ class _Session:
                 return
             if clock.out_of_time():
                 if case in failed:  # out of shrinking time: replay only what is known to fail
-                    raise _violation(failed[case], found, self.progress)
+                    raise kept_violation(failed[case], found, self.progress)
                 return
             for label in space.events(case):
                 event(label)
@@ -655,7 +570,7 @@ class _Session:
                 clock.failed(time.monotonic() - started, violations[0].kind)
                 self.failing = True
                 failed[case] = self._finding(case, violations, repeat)
-                raise _violation(failed[case], found, self.progress)
+                raise kept_violation(failed[case], found, self.progress)
 
         run = 0
         inconsistent = False
@@ -688,7 +603,7 @@ class _Session:
                 raise failed.error from None
             except BaseExceptionGroup as group:  # several properties failed: all are in ``found``
                 inconsistent = isinstance(group, FlakyFailure)
-                _reraise_unless_violations(group)
+                reraise_unless_violations(group)
             if met is not None and not found:  # met in a batch only (what its ranks had run before it?): as the sweep does
                 self.failing = False
                 return self._batch_failed(unmet, met, up_to or (lambda world: strategy), source=DRAWN)
@@ -703,7 +618,7 @@ class _Session:
 
     def _run_ahead(self, drawn: list[Case], strategy: SearchStrategy[Case], deadline: float | None
                    ) -> tuple[bool, list[strategies.Stratum], BatchRun | None]:
-        """Run Hypothesis's ``drawn`` cases in batches (:meth:`_in_batches`): whether all passed
+        """Run Hypothesis's ``drawn`` cases in batches (:meth:`BatchEngine.run`): whether all passed
         (or the deadline came first); else what failed (the batch up to the failing case, as
         strata of ``strategy``) and how that batch went.  After a failure what the batches
         counted is taken back: the usual run that follows counts its cases itself."""
@@ -711,14 +626,14 @@ class _Session:
         unmet: list[tuple[list[strategies.Stratum], BatchRun]] = []
 
         def failed(batch: list[strategies.Stratum], run: BatchRun) -> list[Finding]:
-            unmet.append((_failing(batch, run), run))
+            unmet.append((failing(batch, run), run))
             return []  # the rest is the usual run's
 
         def spent() -> bool:
             return deadline is not None and time.monotonic() >= deadline
 
         layers = (strategies.Stratum(DRAWN, case, strategy) for case in drawn)
-        self._in_batches(layers, {}, failed, spent=spent)
+        self.batches.run(layers, {}, failed, spent=spent)
         if not unmet:
             return True, [], None
         self.progress.examples, seen, semantics = mark
@@ -746,103 +661,6 @@ class _Session:
             return violations
 
         return replay
-
-
-def _failing(batch: list[strategies.Stratum], run: BatchRun) -> list[strategies.Stratum]:
-    """A batch that did not pass, up to the case that failed (all of it where a fault hides which)."""
-    return batch if run.passed is None else batch[: run.passed + 1]
-
-
-def _batch_key(case: Case) -> tuple:
-    """What one batch's cases share: a rank-set key and a group layout."""
-    return case.backend, case.device, case.world_size, case.layout()
-
-
-def _taken(layers: list[strategies.Stratum]) -> Iterator[strategies.Stratum]:
-    """``layers`` taken off the list one by one as they are drawn."""
-    while layers:
-        yield layers.pop(0)
-
-
-def _next_batch(source: Iterator[strategies.Stratum], pending: dict[tuple, list[strategies.Stratum]],
-                size: int, key: tuple[str, str, int] | None = None) -> list[strategies.Stratum]:
-    """The next ``size`` strata of one rank-set key and group layout (a batch runs on one set, its
-    groups made once), of ``key``'s (backend, device, world size) if given; drawn ones of other
-    keys wait in ``pending`` for their turn.  Once ``source`` runs dry, fewer; none: ``[]``."""
-    dry = False
-    while True:
-        for held, waiting in pending.items():
-            if len(waiting) >= (1 if dry else size) and (key is None or held[:3] == key):
-                batch, waiting[:] = waiting[:size], waiting[size:]
-                return batch
-        if dry:
-            return []
-        layer = next(source, None)
-        if layer is None:  # run dry: what waits goes as it is
-            dry = True
-        else:
-            pending.setdefault(_batch_key(layer.case), []).append(layer)
-
-
-class _ShrinkClock:
-    """When to stop shrinking: after ``max_steps`` cases (:data:`MAX_SHRINK_STEPS`), or once the
-    steps that faulted (hung, crashed, desynced: each costs a timeout or a fresh rank set) add up
-    to the budget, or (a last resort) after ten times the budget.  A value or gradient bug never
-    faults, so how far it shrinks does not depend on the machine's speed.
-
-    With ``fault_steps`` the budget is a count: at most that many faulty steps, and no wall
-    clock at all, so a fault shrinks to the same case on a loaded machine as on a quiet one.
-    """
-
-    def __init__(self, budget_s: float, *, fault_steps: int | None = None, max_steps: int = MAX_SHRINK_STEPS) -> None:
-        self.budget_s = budget_s
-        self.fault_steps = fault_steps
-        self.max_steps = max_steps
-        self.first_failure: float | None = None
-        self.steps = 0
-        self.faults = 0
-        self.fault_s = 0.0
-        self.cut_after_s: float | None = None
-        self.cut_reason = ""
-
-    def failed(self, elapsed_s: float, kind: str) -> None:
-        self.first_failure = self.first_failure or time.monotonic()
-        if kind in confirm.FAULTS:
-            self.fault_s += elapsed_s
-            self.faults += 1
-
-    def out_of_time(self) -> bool:
-        if self.first_failure is None:
-            return False
-        if self.cut_reason:
-            return True
-        self.steps += 1
-        shrinking_s = time.monotonic() - self.first_failure
-        if self.steps > self.max_steps:
-            self.cut_reason = f"after {self.max_steps} shrinking steps"
-        elif self.fault_steps is not None:
-            if self.faults > self.fault_steps:
-                self.cut_reason = (f"after {self.fault_steps} shrinking steps that hung, crashed or desynced "
-                                   f"(each waits for --timeout or a fresh rank set)")
-        elif self.fault_s > self.budget_s or shrinking_s > 10 * self.budget_s:
-            self.cut_reason = (f"after {self.budget_s:g} s of shrinking steps that hung, crashed or desynced "
-                               f"(each waits for --timeout or a fresh rank set)")
-        if self.cut_reason:
-            self.cut_after_s = shrinking_s
-        return bool(self.cut_reason)
-
-
-def _violation(finding: Finding, found: dict[str, Finding], progress: Progress) -> PropertyViolation:
-    """Keep ``finding`` as its bucket's latest (smallest) failure; the exception that says so."""
-    found[BUCKETS[finding.property]] = finding
-    progress.failures = len(found)
-    return VIOLATION_TYPES[finding.property](finding.message)
-
-
-def _reraise_unless_violations(group: BaseExceptionGroup) -> None:
-    rest = group.subgroup(lambda exc: not isinstance(exc, (PropertyViolation, BaseExceptionGroup)))
-    if rest is not None:
-        raise rest
 
 
 def _note_outcome(outcome: Outcome) -> None:

@@ -19,6 +19,8 @@ output convention (or confirms the declared one).  Three outcomes:
 
 A target whose group parameter is optional is probed both ways (with the world group and
 without it) at each world size: both calls are made in the search, so both must read alike.
+
+One concern: deciding, before the search, how the target is called, along which dim, and what it returns.
 """
 
 from __future__ import annotations

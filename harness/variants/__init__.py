@@ -15,6 +15,8 @@ harness's job.  Every entry, with its origin, claim and verdict, is the catalogu
 torch's own paths (``harness.variants.torch_paths``) are described, with what they were found to
 do, in ``docs/findings/README.md``; :data:`NOT_CHECKED` lists the ones the catalogue leaves out.  Its length
 is the catalogue's: one entry per variant.
+
+One concern: the catalogue as data (specs, needs, claims), no variant code.
 """
 
 from __future__ import annotations

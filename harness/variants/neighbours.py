@@ -60,6 +60,8 @@ module (their self-references in ``backward`` renamed with them).  Not taken: De
 Ulysses ``_SeqAllToAll`` (``deepspeed/sequence/layer.py``) scatters one dim and gathers
 another of a 4-D attention tensor, not this all-to-all; Megatron's ``all_to_all_sp2hp`` /
 ``hp2sp`` are the same kind of re-layout.
+
+One concern: the published reduce-scatters and all-to-alls, each written to do what its source does.
 """
 
 from __future__ import annotations
