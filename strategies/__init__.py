@@ -6,24 +6,22 @@ cases (out-of-contract input); the smaller strategies (``world_sizes``, ``length
 arguments when called and raises ``harness.core.contract.UsageError`` naming the argument.
 """
 
-from harness.strategies import _internal
+from harness.strategies import _internal, _misuse
 from harness.strategies._internal import (
     MAX_WORLD_SIZE,
     SIMPLEST_DTYPES,
     Like,
     RaggedShapes,
     cases,
-    contract_violations,
     dtypes,
     group_layout,
-    has_misuse,
     lengths,
-    misuse_cases,
     ragged_shapes,
     rank_specs,
     simplest_first,
     world_sizes,
 )
+from harness.strategies._misuse import contract_violations, has_misuse, misuse_cases
 from harness.strategies._strata import Stratum, covering_rows, random_strata, strata
 
 __all__ = [
@@ -48,4 +46,4 @@ __all__ = [
     "world_sizes",
 ]
 
-assert set(_internal.__all__) <= set(__all__), "re-export every public name of strategies._internal"
+assert set(_internal.__all__) | set(_misuse.__all__) <= set(__all__), "re-export every public name of the modules"

@@ -1,63 +1,32 @@
 """Calling conventions: how a gather is called, and how its result reads.
 
-Published gathers are written many ways.  This module turns any of them into the call its
-authors' callers make, without glue from the user:
+Published gathers are written many ways; this module makes the call their authors' callers
+make, without glue from the user (:class:`Call`, planned from the signature by :func:`plan_call`):
 
-- **how it is called** (:class:`Call`, planned from the signature by :func:`plan_call`): x
-  goes to the first parameter; every other argument is **bound by name, never by position
-  or guess**: a parameter named like a dim (:data:`ROLE_NAMES`: ``dim``, ``gather_dim``,
-  ``axis``, ...) gets the gather dim, one named like a group (``group``, ``process_group``,
-  ``pg``) the process group, one named like a rank (``rank``, ``group_rank``) this rank's
-  rank *in the group passed*, one named like a world size (``world_size``, ``world``,
-  ``num_replicas``, ``group_size``) that group's size (the world group's when none is
-  passed); fixed arguments (``--kwarg NAME=LITERAL``) go to the parameters they name.  Every
-  other parameter keeps its default; a required one the harness cannot supply is a
-  :class:`Misfit` naming it, the signature, and the option (or wrapper) that would supply
-  it.  **Both dims or none**: a second parameter named like a dim (``gather_dim`` beside
-  ``scatter_dim``: a re-layout; a ``seq_dim``; a gather's ``scatter_dim``) is a :class:`Misfit`
-  naming it unless ``--kwarg`` fixes it: left at its default, or given the same dim, the call
-  would differ from the ones its callers make and from the one checked.  Parameters before x
-  named like a group, a rank, a world size or (all-to-all) an output list are passed by
-  position first (:attr:`Call.leading`: ``SeqAllToAll4D.apply(group, x, ...)``, DGL's
-  ``alltoallv(rank, world_size, output_tensor_list, input_tensor_list)``); the output list
-  is allocated, one empty piece per member, and read when the target returns None.  An
-  ``autograd.Function`` subclass is called through ``.apply`` (arguments by position, in
-  ``forward``'s order), an ``nn.Module`` instance through its ``forward``.
-- **an optional group** (a group parameter with a default, no ``--groups``) is exercised
-  both ways callers write it: each case says which (``Case.world_group``), so a replay, a
-  shrinking step and a repro script make the same call, and :meth:`Call.forms` lists every
-  call made -- the header never announces a call that is not made.
-- **a list for x** (reduce-scatter and all-to-all only): a first parameter that says it takes
-  a list -- annotated ``list[...]``, ``tuple[...]``, ``Sequence[...]``, or named like one
-  (:data:`LIST_NAMES`: ``input_list``, ``tensor_list``, ...) -- gets x split into the pieces its
-  callers pass (``list(x.split(split_sizes, dim))``: one per member, the slots or the rows sent),
-  as torch's list APIs (``reduce_scatter(out, input_list)``, ``all_to_all(outs, input_list)``)
-  take them (:attr:`Call.split_input`).  The pieces are views of x: gradients and writes reach it.
-- **how its result reads** (``output``): ``tensor`` (the concatenation along ``dim``),
-  ``list`` (a list or tuple of W per-rank tensors), ``stack`` (a ``(W, *shape)`` tensor,
-  equal shapes only) or ``first`` (a tuple whose first element is the concatenation):
-  :mod:`harness.core.outputs`, which reads a result too.
+- x goes to the first parameter; every other argument is **bound by name, never by position
+  or guess** (:data:`ROLE_NAMES`): the gather dim, the process group, this rank's rank in the
+  group passed, that group's size; ``--kwarg NAME=LITERAL`` fixes others.  A required
+  parameter the harness cannot supply, or a second dim parameter left to its default, is a
+  :class:`Misfit` naming it and the option that would supply it.
+- Parameters before x named like a group, a rank, a world size or an output list are passed
+  by position first (:attr:`Call.leading`); an ``autograd.Function`` is called through
+  ``.apply``, an ``nn.Module`` through ``forward``.
+- An optional group is exercised both ways callers write it (``Case.world_group``;
+  :meth:`Call.forms` lists every call made).
+- A first parameter that takes a list (reduce-scatter, all-to-all) gets x split into the
+  pieces its callers pass, views of x (:attr:`Call.split_input`).
+- How the result reads (``tensor``, ``list``, ``stack``, ``first``) is :mod:`harness.core.outputs`.
 
-**As written versus inferred.**  An argument bound to a parameter by its name, and a fixed
-argument the user gave, is passed *as written*: the target's callers pass it too, so a
-failure with it is the target's (Lightning's ``AllGatherGrad.apply(x, group)`` returning one
-gradient for two inputs is a finding, though ``group`` is optional).  An argument passed to
-a parameter that does not name it is *inferred* (:attr:`Call.inferred`); only a signature
-that names nothing gets one -- ``f(*args)``, or a callable without a signature, is called
-``f(x, dim)`` as the historical convention says.  A failure of the probe's call with an
-inferred argument is the harness's guess gone wrong, never a finding: the probe names the
-argument and stops (exit 2).
+**As written versus inferred.**  An argument bound by its parameter's name, or fixed by the
+user, is passed as written: a failure with it is the target's.  An argument passed to a
+parameter that does not name it (``f(*args)`` called ``f(x, dim)``) is inferred
+(:attr:`Call.inferred`): a probe failure with it is the harness's guess gone wrong, exit 2,
+never a finding.  A target that fits no convention raises :class:`Misfit` (exit 2).
 
-A target that fits no convention raises :class:`Misfit` with one line saying what came
-back and what would fit; the harness turns that into exit status 2, never a finding.
+Embedded in repro scripts: it imports only torch and the standard library.
 
-Its length is one concern's: planning the call, every role bound by name (:class:`_Planner`);
-reading a result is :mod:`harness.core.outputs`.
-
-This module is embedded in repro scripts: it imports only torch and the standard library.
-
-One concern: the call: planned from a signature, made, and its result read back; the output
-conventions' table is :mod:`harness.core.outputs`.
+One concern: the call, planned from a signature (every role bound by name, :class:`_Planner`) and
+made; reading a result is :mod:`harness.core.outputs`.
 """
 
 from __future__ import annotations
