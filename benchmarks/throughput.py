@@ -19,7 +19,7 @@ printed, never raised.
    collective log unhooked: what one call of the gather costs outside any harness.
    Targets: at least 200 examples/s at W=2; at most 3.0 raw calls per example.
 2. **sampling**: the companion and repeat calls of the ``stable``/``repeatable`` properties
-   run on the strata and one drawn example in four (``harness.search.engine.REPEAT_EVERY``); the
+   run on the strata and one drawn example in four (``harness.search.session.REPEAT_EVERY``); the
    planted bugs only those properties catch must still be found.
 3. **time to a shrunk finding**: the whole ``python -m harness check`` command (interpreter
    start, pool start, probe, search, shrink, confirmation, report) on planted bugs, wall
@@ -50,8 +50,9 @@ from harness.core.contract import Contract  # noqa: E402
 from harness.pool.pool import LocalPool, shared_pool  # noqa: E402
 from harness.ranks.rank import RECORDED  # noqa: E402
 from harness.report.text import markdown_table, text_table  # noqa: E402
-from harness.search.engine import REPEAT_EVERY, run_check  # noqa: E402
+from harness.search.engine import run_check  # noqa: E402
 from harness.search.results import Progress  # noqa: E402
+from harness.search.session import REPEAT_EVERY  # noqa: E402
 
 GATHER = "harness.ragged:all_gather_ragged"
 HERE = "benchmarks.throughput"

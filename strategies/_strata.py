@@ -297,7 +297,7 @@ def _per_rank(value: str, layouts: tuple[str, ...], world: int, ndim: int, rng: 
 
 def _like(contract: Contract, row: dict[str, str], backend: str, device: str) -> st.SearchStrategy[Case]:
     """Where a failing row is searched again and shrunk when a search among every case did not
-    meet it (:meth:`harness.search.engine._Session.strata`): cases on its path (:class:`Like`) of its
+    meet it (:meth:`harness.search.session._Session.strata`): cases on its path (:class:`Like`) of its
     dtype, with its long rank, its activation's 3 dims or the 2 its layouts or dim need."""
     like = Like(raggedness=row["raggedness"] if row["raggedness"] != "one rank" else None,
                 zero_size_dim=row.get("zero-size dim") == "yes",

@@ -2,7 +2,7 @@
 
 A batch of one layout's cases runs back to back on warm ranks, each judged there; only how many
 passed comes back (:meth:`harness.pool.pool.Pool.run_batch`).  Whatever a batch meets is run
-again the usual way (:meth:`harness.search.engine._Session.sweep`), so a finding from a batch is the
+again the usual way (:meth:`harness.search.session._Session.sweep`), so a finding from a batch is the
 finding the usual search reports.
 """
 
@@ -18,7 +18,8 @@ from harness.core.contract import Contract
 from harness.core.conventions import Call
 from harness.core.procedure import BatchRequest, RunRequest
 from harness.pool.pool import LocalPool
-from harness.search.engine import BATCHES, run_check
+from harness.search.engine import run_check
+from harness.search.session import BATCHES
 
 CORRECT = "harness.ragged:all_gather_ragged"
 CALL = Call(name="all_gather_ragged", positional=(("dim", "dim"),))

@@ -22,7 +22,8 @@ from harness.core.outputs import describe_result
 from harness.ranks.targets import load
 from harness.report import minimal_repro, repro
 from harness.report.text import finding_message
-from harness.search.engine import Finding, run_check
+from harness.search.engine import run_check
+from harness.search.finding import Finding
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
 from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
 

@@ -39,8 +39,7 @@ from harness.pool.faults import Outcome
 from harness.pool.pool import LocalPool
 from harness.report import hints, repro
 from harness.report.text import finding_message
-from harness.search import confirm
-from harness.search import engine as search
+from harness.search import confirm, session
 from harness.search.batches import BatchEngine
 from harness.search.engine import run_check
 from harness.search.finding import Finding, UnreproducedFaultWarning
@@ -292,8 +291,8 @@ def test_an_internal_error_exits_3_at_once_with_one_line(tmp_path: Path, monkeyp
         return check_outcome(outcome)
 
     monkeypatch.setenv("GATHER_HARNESS_DIR", str(tmp_path))
-    monkeypatch.setattr(search, "check_outcome", broken)
-    monkeypatch.setattr(search._Session, "_ahead", lambda self, judge: False)  # cases judged one by one, here
+    monkeypatch.setattr(session, "check_outcome", broken)
+    monkeypatch.setattr(session._Session, "_ahead", lambda self, judge: False)  # cases judged one by one, here
     status = cli.main(["check", "harness.ragged:gather_sum", "--quiet", "--max-examples", "60"])
     err = capsys.readouterr().err
     assert status == 3 and err.count("\n") == 1 and len(raised) == 1, err

@@ -69,7 +69,7 @@ class RunRequest:
 @dataclass(frozen=True)
 class BatchRequest:
     """Cases run back to back on warm ranks and judged there, only a count coming back (the fuzz
-    engine's batches, :meth:`harness.search.engine._Session.sweep`): every case of one layout, the
+    engine's batches, :meth:`harness.search.session._Session.sweep`): every case of one layout, the
     ranks stop at the first that fails on them (``bits``: judged with raw-byte identity too)."""
 
     requests: tuple[RunRequest, ...]

@@ -63,7 +63,7 @@ class BatchEngine:
         doubled while a round takes under :data:`BATCH_TARGET_S`, up to :data:`MAX_BATCH`; as
         many run at once as the pool has lanes, the next drawn meanwhile.  ``budget``: no more
         examples than that in all.  ``always_repeat``: every case makes the stability calls
-        (else where :attr:`repeats` says: one in :data:`harness.search.engine.REPEAT_EVERY`, chosen by the case).
+        (else where :attr:`repeats` says: one in :data:`harness.search.session.REPEAT_EVERY`, chosen by the case).
         """
         def drawn(size: int) -> list[tuple[list[strategies.Stratum], BatchRequest]]:
             """The next batches with their requests, built while the ranks run the last ones."""

@@ -79,7 +79,7 @@ class KeyedDatabase(ExampleDatabase):
 class ReadOnlyDatabase(ExampleDatabase):
     """A database that replays what ``inner`` holds and changes nothing in it.
 
-    A search drawn ahead of its runs (:meth:`harness.search.engine._Session.search`) replays the saved
+    A search drawn ahead of its runs (:meth:`harness.search.session._Session.search`) replays the saved
     failures as the real run does, but its test function only collects the cases: Hypothesis
     would take every saved failure for one that no longer fails, and delete it.
     """
