@@ -17,10 +17,10 @@ catalogue report.  A search runs in three steps:
    aside with a warning, and the search goes on with the rest of its budget.
 
 Calls of the target are costly, so the companion and repeat calls of the stability
-properties run on the strata and on one drawn example in :data:`REPEAT_EVERY` (chosen by the
+properties run on the strata and on one drawn example in :data:`harness.search.session.REPEAT_EVERY` (chosen by the
 case itself, so a replay makes the same calls), and on every example once something failed.
 
-One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`ShrinkClock`)
+One concern, the search loop: strata, Hypothesis, shrinking and when it stops (:class:`harness.search.shrinking.ShrinkClock`)
 share one session's state (:mod:`harness.search.session`); the batches run in :mod:`harness.search.batches`, when shrinking stops
 is :mod:`harness.search.shrinking`, and what a search hands back is :mod:`harness.search.results`.
 """

@@ -388,7 +388,7 @@ class _Session:
 
         Shrinking a failure that hangs costs a timeout per step; once those waits since the
         first failure add up to ``shrink_budget_s`` (or the shrinking itself to ten times
-        that, or :data:`MAX_SHRINK_STEPS` steps), unseen candidates count as passing: Hypothesis stops and reports the smallest
+        that, or :data:`harness.search.shrinking.MAX_SHRINK_STEPS` steps), unseen candidates count as passing: Hypothesis stops and reports the smallest
         failure so far, marked as not fully shrunk.
 
         Drawn ahead (:attr:`SearchSettings.ahead`), each run of the test first only collects the
