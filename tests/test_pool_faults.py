@@ -338,16 +338,16 @@ def test_a_slowed_case_under_a_long_check_timeout_is_never_ended_by_the_process_
     set started for a 1 s case gets 6 s, and the slowed rank (12 s, within the 3 s case's
     patience) would make its peers' gather raise inside gloo if that set were kept."""
     from harness.pool import machine
-    from tests.planted.faults import SLOW_S
+    from tests.planted.faults import SLOWED_S
 
     monkeypatch.setattr(machine, "GROUP_TIMEOUT_FLOOR_S", 0.0)
     monkeypatch.setattr(machine, "COMPILE_PATIENCE", 1.0)
     with LocalPool(timeout=1.0) as pool:
         assert pool.run(RAGGED, CORRECT, timeout=1.0).fault is None  # a set for the short timeout
         first = pool.existing(RAGGED.backend, RAGGED.device, RAGGED.world_size)
-        assert first is not None and first.group_timeout_s < SLOW_S
+        assert first is not None and first.group_timeout_s < SLOWED_S
         outcome = pool.run(RAGGED, "tests.planted.faults:rank0_slow_then_gathers", timeout=3.0)
         assert outcome.fault is None, outcome.describe_fault()
         assert check_outcome(outcome) == []  # gloo's "Timed out waiting 6000ms" on ranks 1 and 2, were the set kept
         used = pool.existing(RAGGED.backend, RAGGED.device, RAGGED.world_size)
-        assert used is not first and used.group_timeout_s >= machine.group_timeout_s(3.0) > SLOW_S
+        assert used is not first and used.group_timeout_s >= machine.group_timeout_s(3.0) > SLOWED_S

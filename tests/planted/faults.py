@@ -86,11 +86,11 @@ def spins_while_rank1_raises(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def rank0_slow_then_gathers(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Rank 0 computes for :data:`SLOW_S` before its first gather (busy: a slowed case, not a
+    """Rank 0 computes for :data:`SLOWED_S` before its first gather (busy: a slowed case, not a
     hang); the others wait for it inside the gather, as long as their process group lets them."""
     if dist.get_rank() == 0 and not _SLOWED:
         _SLOWED.append(True)
-        _spin(SLOW_S)
+        _spin(SLOWED_S)
     return correct(x, dim)
 
 
@@ -98,7 +98,7 @@ _SLOWED: list[bool] = []
 
 
 #: How long :func:`rank0_slow_then_gathers` computes on rank 0.
-SLOW_S = 12.0
+SLOWED_S = 12.0
 
 
 def _spin(seconds: float) -> None:
