@@ -281,18 +281,24 @@ def test_ruff_passes() -> None:
 
 @pytest.mark.dev_env
 @pytest.mark.slow
-def test_a_built_wheel_installs_only_the_harness_package(tmp_path: Path) -> None:
+def test_a_built_wheel_installs_only_the_harness_package_and_all_of_it(tmp_path: Path) -> None:
+    """Every module, in every layer's folder (``pyproject.toml`` lists the packages), and nothing else."""
     source = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__")
     for entry in ("harness", "strategies", "reference", "pyproject.toml", "README.md"):
-        copy = shutil.copytree if (ROOT / entry).is_dir() else shutil.copy
-        copy(ROOT / entry, source / entry)
+        if (ROOT / entry).is_dir():
+            shutil.copytree(ROOT / entry, source / entry, ignore=ignore)
+        else:
+            shutil.copy(ROOT / entry, source / entry)
     done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                str(tmp_path / "dist"), str(source), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     [wheel] = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"harness", wheel.name.split("-")[0] + "-0.1.0.dist-info"}
-    assert {"harness/strategies/__init__.py", "harness/reference/__init__.py", "harness/py.typed"} <= set(names)
+    installed = {name.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py")
+                 for name, path in module_files().items()}
+    assert installed | {"harness/py.typed"} <= set(names), sorted(installed - set(names))
 
 
 @pytest.fixture
