@@ -7,6 +7,7 @@ a search: the check is stopped where its options are bound.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from harness.core.errors import UsageError
 from harness.frontends import api, fuzz
 from harness.frontends import commands as cli
 from harness.frontends.api import CheckOptions
-from harness.settings.options import OPTIONS, command_line, resolved
+from harness.settings.options import COMMAND_OPTIONS, OPTIONS, command_line, resolved
 
 TARGET = "harness.ragged:all_gather_ragged"
 #: Settings of the command line alone: a time budget and where output goes (check_gather returns a report).
@@ -57,6 +58,35 @@ def test_the_command_lines_defaults_are_the_tables() -> None:
     args = vars(cli.build_parser().parse_args(["check", TARGET]))
     assert {option.name: args[option.name] for option in OPTIONS} == {
         option.name: list(option.default) if option.kind == "repeat" else option.default for option in OPTIONS}
+
+
+#: Options of one command that are not settings of a run: how a report prints, fuzz's database and
+#: saving, which findings a replay runs again.
+COMMAND_FLAGS = {"--markdown", "--database", "--save-every", "--index", "--on-cpu"}
+
+
+def flags_of(parser: argparse.ArgumentParser) -> dict[str, set[str]]:
+    """Each subcommand's option strings (``--listen``, ``--no-ragged``), help left out."""
+    [subcommands] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return {name: {flag for action in sub._actions for flag in action.option_strings if flag not in ("-h", "--help")}
+            for name, sub in subcommands.choices.items()}
+
+
+def test_every_option_of_every_command_is_a_row_of_the_table() -> None:
+    """``--listen``, ``--connect-timeout`` and ``--variants`` too (:data:`COMMAND_OPTIONS`): one row, one parser."""
+    rows = {flag for option in (*OPTIONS, *COMMAND_OPTIONS)
+            for flag in (f"--{option.spelled}", f"--no-{option.spelled}")}
+    strays = {command: flags - rows - COMMAND_FLAGS for command, flags in flags_of(cli.build_parser()).items()}
+    assert {command: flags for command, flags in strays.items() if flags} == {}
+    assert {"--listen", "--connect-timeout"} <= flags_of(cli.build_parser())["fuzz"]
+
+
+def test_the_option_rows_check_finds_a_planted_stray_option() -> None:
+    parser = cli.build_parser()
+    [subcommands] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    subcommands.choices["check"].add_argument("--stray")
+    rows = {f"--{option.spelled}" for option in (*OPTIONS, *COMMAND_OPTIONS)}
+    assert "--stray" in flags_of(parser)["check"] - rows
 
 
 def test_every_plugin_option_is_registered_with_the_tables_default(pytestconfig: pytest.Config) -> None:

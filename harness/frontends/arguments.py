@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from harness.core.errors import UsageError
 from harness.settings import options, profile_names
-from harness.settings.options import CONNECT_TIMEOUT_S, FUZZ_SAVE_EVERY_S, positive_float
+from harness.settings.options import FUZZ_SAVE_EVERY_S, positive_float
 
 PROG = "python -m harness"
 
@@ -65,24 +65,16 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_to_parser(parser)
 
 
-def add_listen_arguments(parser: argparse.ArgumentParser) -> None:
+def add_listen_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """``--listen`` and its companions, for ``check`` and ``fuzz`` (see :mod:`harness.remote`)."""
     group = parser.add_argument_group("scale-out (ranks started by torchrun -m harness.remote)")
-    group.add_argument("--listen", nargs="?", const="0.0.0.0:0", metavar="HOST:PORT",
-                       help="serve ranks started by torchrun instead of local ones: listen on HOST:PORT "
-                            "(bare --listen: every interface, any free port) and print the address; the cases' "
-                            "world size is the job's, given with --world-sizes W")
-    group.add_argument("--address-file", metavar="PATH", help="with --listen: also write HOST:PORT to PATH")
-    group.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
-                       help=f"with --listen: how long to wait for the job's ranks "
-                            f"(default: {CONNECT_TIMEOUT_S:g})")
+    options.add_some_to_parser(group, ("listen", "address_file", "connect_timeout"), command)
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plain text")
-    parser.add_argument("--variants", metavar="a,b", help="comma list of catalogue names (default: all)")
-    options.add_some_to_parser(parser, ("json", "html", "max_examples", "probe_misuse", "timeout", "quiet", "backend",
-                                        "device", "world_sizes"), "report")
+    options.add_some_to_parser(parser, ("variants", "json", "html", "max_examples", "probe_misuse", "timeout", "quiet",
+                                        "backend", "device", "world_sizes"), "report")
 
 
 def add_fuzz_commands(commands: argparse._SubParsersAction) -> None:
@@ -114,10 +106,10 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one gather(x, dim) as in check (default: every catalogue variant, round-robin)")
     options.add_to_parser(parser, "fuzz")
     extra = parser.add_argument_group("fuzz")
-    extra.add_argument("--variants", metavar="a,b", help="only these catalogue variants, a comma list, or all (default: all)")
+    options.add_some_to_parser(extra, ("variants",), "fuzz")
     extra.add_argument("--database", metavar="DIR",
                        help=f"the example database directory (default: ${profile_names.DATABASE_ENV}, else "
                             f".hypothesis/examples)")
     extra.add_argument("--save-every", type=positive_float, default=FUZZ_SAVE_EVERY_S, metavar="SECONDS",
                        help=f"rewrite the summary at least this often (default: {FUZZ_SAVE_EVERY_S:g})")
-    add_listen_arguments(parser)
+    add_listen_arguments(parser, "fuzz")

@@ -28,7 +28,7 @@ The report is informational (the expected verdicts are asserted by the project's
 exit status 0 when every available variant's verdict was obtained, 3 when some variant could
 not be checked at all (verdict ``error``: the harness's failure, not a finding), 2 on bad arguments.
 
-Budget: :data:`DEFAULT_MAX_EXAMPLES` = 60 examples per variant (what the whole catalogue costs
+Budget: :data:`~harness.settings.options.REPORT_MAX_EXAMPLES` = 60 examples per variant (what the whole catalogue costs
 is in docs/report.md).  Misuse probes are off by default: equal-only variants given ragged input hang by
 design, and every hanging example costs the full timeout.
 
@@ -68,8 +68,6 @@ from harness.settings.files import write_json
 from harness.settings.options import REPORT_MAX_EXAMPLES, REPORT_TIMEOUT_S
 from harness.variants import CATALOGUE, NOT_CHECKED, VariantSpec, by_name
 
-DEFAULT_MAX_EXAMPLES = REPORT_MAX_EXAMPLES
-DEFAULT_TIMEOUT_S = REPORT_TIMEOUT_S
 #: Shrinking is bounded by counts, never by seconds, so a loaded machine prints the table a quiet
 #: one does: at most this many shrinking steps that hung, crashed or desynced per failing
 #: property (each waits for a timeout or a fresh rank set) ...
@@ -192,8 +190,8 @@ def _tag(finding: Finding) -> str:
     return f" ({'; '.join(tags)})" if tags else ""
 
 
-def run(*, variants: str | None = None, max_examples: int = DEFAULT_MAX_EXAMPLES, probe_misuse: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
+def run(*, variants: str | None = None, max_examples: int = REPORT_MAX_EXAMPLES, probe_misuse: bool = False,
+        timeout: float = REPORT_TIMEOUT_S, markdown: bool = False, json_path: str | None = None,
         html_path: str | None = None, quiet: bool = False, backend: str = "gloo", device: str = "cpu",
         world_sizes: tuple[int, int] | None = None, jobs: int | None = None) -> int:
     """Check the selected variants, print the table and the capability matrix; 0 if all were checked, 3 if

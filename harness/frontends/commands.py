@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "groups. Exit status: 0 none found, 1 counterexample, 2 bad target or arguments.",
     )
     add_check_arguments(check)
-    add_listen_arguments(check)
+    add_listen_arguments(check, "check")
     check.set_defaults(run=run_check_command)
     catalogue = commands.add_parser(
         "report",

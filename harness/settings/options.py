@@ -72,7 +72,8 @@ class Option:
     - ``switch``: ``--flag`` sets it true;
     - ``negatable``: ``--flag`` / ``--no-flag`` (default true);
     - ``waivable``: only ``--no-flag``, which sets it false (default true);
-    - ``repeat``: ``--flag VALUE``, any number of times, collected in a list.
+    - ``repeat``: ``--flag VALUE``, any number of times, collected in a list;
+    - ``optional``: ``--flag [VALUE]``, a bare ``--flag`` meaning ``const``.
 
     ``section`` is the CLI's help group (``contract``, ``search``, ``budget``: the mutually
     exclusive pair of budgets, ``output``); contract and search settings are what a ``check``
@@ -99,6 +100,7 @@ class Option:
     plugin_default: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
     helps: dict[str, str] = field(default_factory=dict)
+    const: Any = None
 
     @property
     def spelled(self) -> str:
@@ -229,7 +231,19 @@ OPTIONS: tuple[Option, ...] = (
                           "JSON always has them all)", False, kind="switch", section="output", fixture=True),
 )
 
-_BY_NAME = {option.name: option for option in OPTIONS}
+#: The options of some commands besides a check's settings (:data:`OPTIONS`), declared the same
+#: way and added by the same parser (:func:`add_some_to_parser`): every option has one row.
+COMMAND_OPTIONS: tuple[Option, ...] = (
+    Option("listen", "serve ranks started by torchrun instead of local ones: listen on HOST:PORT (bare --listen: "
+           "every interface, any free port) and print the address; the cases' world size is the job's, given with "
+           "--world-sizes W", metavar="HOST:PORT", kind="optional", const="0.0.0.0:0", plugin=False),
+    Option("address_file", "with --listen: also write HOST:PORT to PATH", metavar="PATH", plugin=False),
+    Option("connect_timeout", f"with --listen: how long to wait for the job's ranks (default: {CONNECT_TIMEOUT_S:g})",
+           CONNECT_TIMEOUT_S, type=float, metavar="SECONDS", plugin=False),
+    Option("variants", "only these catalogue variants, a comma list, or all (default: all)", metavar="a,b",
+           plugin=False, helps={"report": "comma list of catalogue names (default: all)"}),
+)
+_BY_NAME = {option.name: option for option in (*OPTIONS, *COMMAND_OPTIONS)}
 _SECTIONS = {"contract": "contract (what TARGET claims)", "search": "search", "output": "output"}
 
 
@@ -246,8 +260,10 @@ def add_to_parser(parser: argparse.ArgumentParser, command: str = "check") -> No
         _add(groups[option.section], option, command)
 
 
-def add_some_to_parser(parser: argparse.ArgumentParser, names: tuple[str, ...], command: str) -> None:
-    """The rows ``names`` of :data:`OPTIONS` as plain options of ``command`` (``report``, ``replay``)."""
+def add_some_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup, names: tuple[str, ...],
+                       command: str) -> None:
+    """The rows ``names`` of :data:`OPTIONS` or :data:`COMMAND_OPTIONS` as plain options of ``command``
+    (``report``, ``replay``, the scale-out group), on a parser or one of its groups."""
     for name in names:
         _add(parser, _BY_NAME[name], command)
 
@@ -275,6 +291,8 @@ def _argparse_keywords(option: Option, command: str = "check") -> dict[str, Any]
         keywords["type"] = option.type
     if option.kind == "repeat":
         return {**keywords, "action": "append", "default": list(default)}
+    if option.kind == "optional":
+        return {**keywords, "nargs": "?", "const": option.const, "default": default}
     return {**keywords, "default": default}
 
 
