@@ -75,6 +75,11 @@ def layer_of(module: str) -> Layer:
     return next(layer for layer in LAYERS if layer.name == placed)
 
 
+def package(layer: str) -> str:
+    """The package of the layer named ``layer`` (``harness.ranks`` for ``ranks``)."""
+    return next(each.package for each in LAYERS if each.name == layer)
+
+
 def rank(layer: str) -> int:
     """How high ``layer`` sits: 0 for the lowest."""
     return [each.name for each in LAYERS].index(layer)

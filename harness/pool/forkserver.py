@@ -5,7 +5,8 @@ Ranks are forked from one ``forkserver`` process that has imported torch (and
 call: seconds that would count against that case's timeout) once, so a rank is ready in tens
 of milliseconds.  Those imports take seconds; :func:`start` launches the server without
 waiting for them, so the command line can start it first and import its own modules (torch,
-Hypothesis) meanwhile, on the other core.  This module imports only the standard library.
+Hypothesis) meanwhile, on the other core.  This module imports only the standard library and
+the layers table (:mod:`harness.layers`, which imports nothing).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import sys
 import tempfile
 from multiprocessing import forkserver, process, resource_tracker
 
-from harness.layers import LAYERS
+from harness import layers
 
-_RANKS = next(layer.package for layer in LAYERS if layer.name == "ranks")
+_RANKS = layers.package("ranks")
 #: What the forkserver imports before it forks any rank: the rank loop (and with it the rank side).
 PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
 

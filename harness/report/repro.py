@@ -34,7 +34,7 @@ from harness.settings.options import DEFAULT_TIMEOUT_S
 
 def _embedded() -> tuple[ModuleType, ...]:
     """Every module :func:`harness.layers.embedded` names: the core layer's, and the reference."""
-    core = importlib.import_module(layers.LAYERS[0].package)
+    core = importlib.import_module(layers.package("core"))
     names = [core.__name__, *(f"{core.__name__}.{info.name}" for info in pkgutil.iter_modules(core.__path__)),
              *layers.PLACED]
     return tuple(importlib.import_module(name) for name in names if layers.embedded(name))
