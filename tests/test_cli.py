@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.frontends import arguments
 from harness.frontends import commands as cli
 from harness.report.text import ProgressLine
 from harness.search.results import Progress
@@ -221,7 +220,7 @@ def test_correct_gather_passes(targets: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not drawn: int16 (gloo cannot all_gather it)" in done.stdout
     assert "PASS: no counterexample" in done.stdout
-    assert "rerun: python -m harness check gathers.py:correct --max-examples 15 --json out.json --seed 7" in done.stdout
+    assert "rerun: python -m harness check gathers.py:correct --world-sizes 1-4 --max-examples 15 --seed 7" in done.stdout
     document = json.loads((targets / "out.json").read_text())
     assert {"target", "verdict", "examples", "elapsed_s", "violations"} <= set(document)
     assert (document["target"], document["verdict"], document["violations"]) == ("gathers.py:correct", "pass", [])
@@ -272,11 +271,6 @@ def test_duration_replaces_the_example_count(targets: Path, capsys: pytest.Captu
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("1.5m", 90.0), ("2h", 7200.0)])
 def test_duration_units(text: str, seconds: float) -> None:
     assert options.parse_duration(text) == seconds
-
-
-def test_rerun_command_sets_the_seed() -> None:
-    argv = ["check", "pkg.mod:gather", "--seed", "1", "--grad", "sum", "--seed=2", "--dtypes", "a b"]
-    assert arguments.rerun_command(argv, 99) == "python -m harness check pkg.mod:gather --grad sum --dtypes 'a b' --seed 99"
 
 
 def test_progress_line_redraws_in_place_on_a_terminal() -> None:

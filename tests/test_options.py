@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,7 +22,7 @@ from harness.core.errors import UsageError
 from harness.frontends import api, fuzz
 from harness.frontends import commands as cli
 from harness.frontends.api import CheckOptions
-from harness.settings.options import COMMAND_OPTIONS, OPTIONS, command_line, resolved
+from harness.settings.options import COMMAND_OPTIONS, OPTIONS, command_line, rerun_line, resolved
 
 TARGET = "harness.ragged:all_gather_ragged"
 #: Settings of the command line alone: a time budget and where output goes (check_gather returns a report).
@@ -43,7 +45,7 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> list[Contract]:
         return bind
 
     monkeypatch.setattr(api, "bind", stopping(api.bind, lambda options: options.contract))
-    monkeypatch.setattr(fuzz, "bind_contract", stopping(api.bind_contract, lambda contract: contract))
+    monkeypatch.setattr(fuzz, "bind", stopping(api.bind, lambda options: options.contract))
     return made
 
 
@@ -137,3 +139,64 @@ def test_command_line_leaves_out_defaults_and_output() -> None:
     settings = resolved({"json": "x.json", "quiet": True, "world_sizes": (1, 4)})
     assert command_line(settings) == ["--world-sizes", "1-4"]
     assert isinstance(api.bind(settings, TARGET), CheckOptions)
+
+
+#: For every setting a rerun line repeats, a value other than ``check``'s default, with the other
+#: settings that value needs (an op belongs to a reduce-scatter, a re-layout's dims to an all-to-all).
+NOT_THE_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
+    "collective": ("reduce-scatter", {}),
+    "op": ("max", {"collective": "reduce-scatter"}),
+    "ragged": (False, {}),
+    "dims": ("-1", {}),
+    "scatter_dim": ("2", {"collective": "all-to-all", "gather_dim": "1"}),
+    "gather_dim": ("1", {"collective": "all-to-all", "scatter_dim": "2"}),
+    "ndims": ((2, 3), {}),
+    "grad": ("sum", {}),
+    "dtypes": ("float32,int64", {}),
+    "output": ("list", {}),
+    "groups": (False, {}),
+    "kwargs": ({"sync_grads": True, "tag": "a b"}, {}),
+    "compile": (True, {}),
+    "bits": (False, {}),
+    "backend": ("nccl", {"device": "cuda"}),
+    "device": ("cuda", {}),
+    "world_sizes": ((2, 5), {}),
+    "max_examples": (7, {}),
+    "duration": (12.5, {}),
+    "timeout": (2.5, {}),
+    "profile": ("nightly", {}),
+    "probe_misuse": (True, {}),
+}
+
+
+@pytest.mark.parametrize("name", [option.name for option in OPTIONS if option.section != "output" and option.name != "seed"])
+def test_every_setting_survives_its_rerun_line(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bound, written as the rerun line every front end prints (:func:`api.check_command`), parsed by
+    ``check`` and bound again: the same check.  A setting the line forgot, or spelled so that it
+    parses to another value, fails here (the machine is not asked: nccl binds on a CPU box)."""
+    monkeypatch.setattr(api, "check_machine", lambda *args, **kwargs: None)
+    value, needs = NOT_THE_DEFAULT[name]
+    options = api.bind({**needs, name: value, "seed": 3}, TARGET)
+    line = api.check_command(options)
+    assert f"--{name.replace('_', '-')}" in line or f"--no-{name}" in line or name == "kwargs"
+    args = vars(cli.build_parser().parse_args(shlex.split(line)[3:]))
+    assert api.bind(args, args["target"]) == options
+
+
+def test_output_settings_stay_out_of_the_rerun_line() -> None:
+    """Where a run's output went is not part of the check: the rerun line prints to the terminal."""
+    options = api.bind({"seed": 3}, TARGET)
+    assert [option.name for option in OPTIONS if option.section == "output"] == [
+        "json", "repro_dir", "html", "quiet", "full_stacks"]
+    assert api.check_command(options) == api.check_command(replace(options, repro_dir="elsewhere", full_stacks=True))
+
+
+def test_fuzzs_summary_command_runs_the_same_fuzz_again() -> None:
+    """``fuzz`` writes its rerun line with the same writer (:func:`rerun_line`): its own defaults are
+    left out, its own options (``--variants``, ``--duration``) kept."""
+    argv = ["fuzz", "--variants", "plain,padded", "--duration", "30", "--timeout", "4", "--seed", "1"]
+    values = {**resolved(vars(cli.build_parser().parse_args(argv)), "fuzz"), "variants": "plain,padded"}
+    line = rerun_line("fuzz", values, 99)
+    assert line == "python -m harness fuzz --duration 30 --timeout 4 --variants plain,padded --seed 99"
+    again = vars(cli.build_parser().parse_args(shlex.split(line)[3:]))
+    assert {**resolved(again, "fuzz"), "seed": 1} == {**resolved(vars(cli.build_parser().parse_args(argv)), "fuzz")}

@@ -178,7 +178,7 @@ def test_the_report_page_catalogue_table_is_the_catalogue() -> None:
     """Every catalogue variant has its row, in catalogue order, claiming what the catalogue says
     (as ``report --markdown`` prints it); the page shows no variant the catalogue lacks."""
     from harness.core.contract import COLLECTIVES
-    from harness.frontends.catalogue_report import short_contract
+    from harness.report.catalogue_table import short_contract
     from harness.variants import CATALOGUE
 
     printed = sorted(CATALOGUE, key=lambda spec: list(COLLECTIVES).index(spec.contract.collective))  # a section each

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from harness.frontends import commands as cli
-from harness.frontends.catalogue_report import HEADER, TEXT_HEADER, WIDTH
 from harness.pool.pool import LocalPool
+from harness.report.catalogue_table import HEADER, TEXT_HEADER, WIDTH
 from tests.budgets import COMMAND_TIMEOUT_S
 
 pytestmark = pytest.mark.slow  # the report command in a subprocess

@@ -1,6 +1,6 @@
 """The catalogue report's table: within 120 columns, the same on every run, and the one the docs show.
 
-- the text fits :data:`~harness.frontends.catalogue_report.WIDTH` columns, folded at spaces, never cut;
+- the text fits :data:`~harness.report.catalogue_table.WIDTH` columns, folded at spaces, never cut;
 - a row whose outcome a known torch race decides reads the same whatever this run's timing;
 - shrinking and the confirmation's history search are bounded by counts, never by seconds;
 - the plan that shares the variants between the workers is fixed by the specs alone;
@@ -31,10 +31,13 @@ from harness.core.case import Case, RankSpec
 from harness.core.compare import Violation
 from harness.core.contract import COLLECTIVES
 from harness.frontends import catalogue_report
-from harness.frontends.catalogue_report import HEADER, WIDTH, Row, folded_table, plan, short_contract, text_report
+from harness.frontends.catalogue_report import plan
+from harness.report import catalogue_table
+from harness.report.catalogue_table import HEADER, WIDTH, Row, folded_table, short_contract, text_report
 from harness.search import confirm
 from harness.search.results import CheckReport
 from harness.search.shrinking import ShrinkClock
+from harness.settings.options import resolved
 from harness.variants import CATALOGUE, by_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,12 +96,12 @@ def test_the_text_report_fits_120_columns_and_starts_with_what_to_do_next() -> N
     rows = [_row(spec.name, [_Found("values", _case(4, 10 ** 6))] if i % 3 == 0 else [])
             for i, spec in enumerate(CATALOGUE)]
     header = [column for column in HEADER if column != "misuse"]
-    text = text_report(catalogue_report.collective_sections(rows, header), header,
-                       catalogue_report.intermittent_lines(rows) + [catalogue_report.not_checked_lines()], "caps")
+    text = text_report(catalogue_table.collective_sections(rows, header), header,
+                       catalogue_table.intermittent_lines(rows) + [catalogue_table.not_checked_lines()], "caps")
     assert max(len(line) for line in text.splitlines()) <= WIDTH, text
     intro = " ".join(text.split("\n\n")[0].split())
     assert "what its authors claim" in intro and "python -m harness check --help" in intro
-    assert f"\n\n    {catalogue_report.NEXT_COMMAND}\n\n" in text
+    assert f"\n\n    {catalogue_table.NEXT_COMMAND}\n\n" in text
     for name in ("funcol_all_gather_into_tensor_coalesced", "rs_funcol_reduce_scatter_tensor_autograd"):
         assert f"\n{name}  " in text  # a variant's name is never folded
     # every minimal case is a numbered note under its table, whole
@@ -134,7 +137,8 @@ def test_a_race_rows_search_leaves_the_racy_dtypes_out(monkeypatch: pytest.Monke
     monkeypatch.setattr(catalogue_report.api, "prepare", lambda options, pool: None)
     monkeypatch.setattr(catalogue_report.api, "execute", execute)
     spec = by_name("funcol_mesh2d")
-    row = catalogue_report.check_variant(spec, None, "", max_examples=1, probe_misuse=False, timeout=1.0, quiet=True)
+    row = catalogue_report.check_variant(spec, None, "", settings=resolved({"max_examples": 1, "timeout": 1.0}, "report"),
+                                         quiet=True)
     assert row.error == "RuntimeError: stop here"
     assert seen["dtypes"] == tuple(d for d in spec.contract.dtypes if d not in spec.race.dtypes)
     assert set(spec.race.dtypes) <= set(spec.contract.dtypes)

@@ -403,7 +403,7 @@ def test_the_report_prints_the_same_table_twice(capsys: pytest.CaptureFixture[st
     variants = "pad_unpad_by_value,bolts_sync_function,ours_sum"
     tables = []
     for jobs in (1, 2):  # one at a time, then two: another plan, another history for each variant
-        assert catalogue_report.run(variants=variants, max_examples=30, quiet=True, jobs=jobs) == 0
+        assert catalogue_report.run({"variants": variants, "max_examples": 30, "quiet": True}, jobs=jobs) == 0
         tables.append(capsys.readouterr().out)
     assert tables[0] == tables[1]
     lines = tables[0].splitlines()  # the text table folds its cells at spaces: a row is several lines

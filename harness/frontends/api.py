@@ -7,26 +7,16 @@ Use it from another project's test suite::
     def test_my_gather():
         check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
 
-``check_gather`` returns the :class:`~harness.search.results.CheckReport` when no counterexample was
-found and raises ``AssertionError`` whose text is the counterexample otherwise: its first line
-is the verdict (what broke, where, and the short repro to run), then the property violated,
-the minimal case, what each rank got versus the reference, the repro scripts, the seed and
-the commands that run the check again.  Notes (a differentiable target checked without a
-gradient contract, an in-place write into the input) are issued as :class:`GatherNote`
-warnings, and a hang or crash that no replay reproduced as an
-:class:`~harness.search.finding.UnreproducedFaultWarning`: it is not a counterexample.  pytest lists
-both in its warnings summary.  When the harness itself cannot run (ranks that will not start,
-its capability measurement failing twice) it raises :class:`~harness.core.errors.PoolError`, never
-``AssertionError``.  The target is always imported by a rank process, never by the caller's
-process, so a gather that hangs or aborts cannot take the test run down with it.
+``check_gather`` returns the :class:`~harness.search.results.CheckReport`, or raises
+``AssertionError`` whose first line is the verdict and whose text is the counterexample.  Notes
+are :class:`GatherNote` warnings, a hang no replay reproduced an
+:class:`~harness.search.finding.UnreproducedFaultWarning`, a harness that cannot run a
+:class:`~harness.core.errors.PoolError`.  Ranks import the target, never the caller's process, so
+a gather that hangs or aborts cannot take the test run down with it.
 
-A check goes through the same three steps from every front end, so they cannot drift apart:
-:func:`bind` (options -> contract and budget; nothing started yet), :func:`prepare` (the
-backend's dtype support is measured, ranks import the target and the probe decides its calling
-convention) and :func:`execute` (the search, then hints and one repro script per finding).
-The catalogue ``report`` (:mod:`harness.frontends.catalogue_report`) goes through them too, with
-``annotate`` off: its table is the verdicts, with no repro scripts written and no extra calls
-for hints.
+Every front end goes through :func:`bind` (options to a check; nothing started), :func:`prepare`
+(capabilities measured, the calling convention probed) and :func:`execute` (the search, then
+hints and repro scripts), so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -58,7 +48,7 @@ from harness.search.finding import UnreproducedFaultWarning
 from harness.search.probe import Probe, probe
 from harness.search.results import CheckReport, Progress
 from harness.settings import profile_names, profiles
-from harness.settings.options import command_line, default, resolved
+from harness.settings.options import default, rerun_line, resolved
 from harness.strategies import simplest_first
 
 DEFAULT_REPRO_DIR = default("repro_dir")
@@ -68,15 +58,10 @@ DEFAULT_REPRO_DIR = default("repro_dir")
 class CheckOptions:
     """One check as its user asked for it: the target, its claimed contract, the search budget.
 
-    ``dtype_text`` is the ``--dtypes`` text as written: a dtype the backend cannot gather is
-    silently skipped when it came from a group (``all``, ``int``, ...) and an error when it
-    was named explicitly.  ``profile`` is a Hypothesis profile name (``None``: the default).
-    The last five are the catalogue report's (:mod:`harness.frontends.catalogue_report`): ``annotate``
-    (default) adds what a person reading one check needs (the differentiable-target note,
-    hints, two repro scripts per finding; the catalogue's table does without, and runs no
-    extra case for them), ``track_semantics`` and the shrinking bounds (``shrink_budget_s``,
-    ``shrink_fault_steps``, ``max_shrink_steps``) go to the engine
-    (:class:`~harness.search.engine.SearchSettings`).
+    ``dtype_text`` is ``--dtypes`` as written: a dtype the backend cannot gather is skipped when
+    it came from a group (``all``, ``int``) and refused when named.  ``annotate`` (off for the
+    catalogue report) adds the differentiable-target note, hints and repro scripts; the fields
+    after it go to the engine (:class:`~harness.search.engine.SearchSettings`).
     """
 
     target: str
@@ -92,14 +77,14 @@ class CheckOptions:
     #: Show every frame of a failing rank's stack, not only the target's own.
     full_stacks: bool = default("full_stacks")
     annotate: bool = True
-    track_semantics: bool = True
+    track_semantics: bool = SearchSettings.track_semantics
     shrink_budget_s: float = SearchSettings.shrink_budget_s
     shrink_fault_steps: int | None = SearchSettings.shrink_fault_steps
     max_shrink_steps: int = SearchSettings.max_shrink_steps
     #: The fuzz engine's batches (:attr:`harness.search.engine.SearchSettings.batches`).
-    batches: bool = False
+    batches: bool = SearchSettings.batches
     #: Strata and Hypothesis's draws in batches until something fails (:attr:`harness.search.engine.SearchSettings.ahead`).
-    ahead: bool = True
+    ahead: bool = SearchSettings.ahead
 
     def option_values(self) -> dict[str, Any]:
         """These options as :data:`~harness.settings.options.OPTIONS` values (what :func:`bind` was given)."""
@@ -168,36 +153,16 @@ def check_gather(
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
-    - ``gather``: ``"package.module:attr"``, ``"path/to/file.py:attr"``, or a module-level
-      callable (its ``module:qualname`` is derived; a script's own functions are found by
-      file path, so guard the script's top level with ``if __name__ == "__main__"``).
-    - ``collective`` (``gather``, ``reduce-scatter``, ``all-to-all``) and ``op`` (a
-      reduce-scatter's ``sum``/``mean``/``max``): what the target computes.
-    - ``scatter_dim``, ``gather_dim`` (``"any"`` or a dim): an all-to-all that is a re-layout,
-      as in ``check``; ``ndims`` (low, high): the dims of drawn inputs.
-    - ``ragged``, ``dims`` (``"any"``, or one dim the target works along: ``-1``, ``0``, ...), ``grad`` (``none``/``local``/``sum``/``mean``;
-      ``adjoint`` for a reduce-scatter or an all-to-all),
-      ``dtypes`` (``"all"``, a comma list, or a sequence of names and groups),
-      ``world_sizes`` (low, high; default: the profile's), ``backend``, ``device``: the contract,
-      as in ``check``.
-    - ``output`` (``auto``, ``tensor``, ``list``, ``stack``, ``first``): how the result reads;
-      ``auto`` lets the probe detect it.  ``groups``: also draw subgroup layouts and pass
-      ``group=``.  ``bits`` (default True): check raw-byte identity on top of value equality.
-      ``compile``: call the target through ``torch.compile``, as in ``check --compile``.
-    - ``kwargs``: fixed arguments passed on every call (``{"sync_grads": True}``); Python
-      literals only, as they travel to the ranks.
-    - ``max_examples`` (default: the Hypothesis profile's), ``seed``, ``timeout`` (seconds per
-      case), ``probe_misuse``: as in ``check``.
-    - ``repro_dir`` (default ``.gather-harness/repros``): where repro scripts of failures are written,
-      one folder per target, one script per property (a newer one replaces the older).
-    - ``full_stacks``: show every frame of a hanging or failing rank's stack (default: the
-      target's own frames and the collective it is in).
-    - ``profile``: the Hypothesis profile (default: the project's default one,
-      ``GATHER_HARNESS_PROFILE``, else ``ci`` under ``CI``, else ``dev``); the caller's global
-      Hypothesis settings are left alone.  ``seed`` ``None`` searches with seed 0.
-    Bad arguments raise :class:`~harness.core.errors.UsageError`, a target that cannot be
-    imported :class:`~harness.core.errors.TargetError`, one that no calling convention fits
-    :class:`~harness.core.errors.Misfit`.
+    ``gather`` is ``"package.module:attr"``, ``"path/to/file.py:attr"`` or a module-level callable
+    (a script's own functions are found by its path: guard its top level with
+    ``if __name__ == "__main__"``).  The keywords are ``check``'s options
+    (``python -m harness check --help``), with Python values: ``dims`` ``"any"`` or an int,
+    ``dtypes`` a comma list or a sequence, ``world_sizes`` and ``ndims`` ``(low, high)`` pairs,
+    ``kwargs`` a mapping of Python literals passed on every call (``{"sync_grads": True}``).
+    ``profile`` ``None`` is the project's default profile; the caller's global Hypothesis
+    settings are left alone.  Bad arguments raise :class:`~harness.core.errors.UsageError`, a
+    target that cannot be imported :class:`~harness.core.errors.TargetError`, one that no calling
+    convention fits :class:`~harness.core.errors.Misfit`.
     """
     __tracebackhide__ = True  # a failure shows the counterexample, not this function's source
     given = dict(locals())
@@ -239,10 +204,11 @@ def rerun_commands(options: CheckOptions) -> list[str]:
     return [*commands, check_command(options)]
 
 
-def check_command(options: CheckOptions) -> str:
-    """``python -m harness check ...``: the same check from the command line (same contract, budget, seed)."""
-    words = ["python", "-m", "harness", "check", shown_target(options.target), *command_line(options.option_values())]
-    return shlex.join([*words, "--seed", str(options.seed or 0)])
+def check_command(options: CheckOptions, **command_options: Any) -> str:
+    """``python -m harness check ...``: the same check from the command line (same contract, budget,
+    seed); ``command_options``: the :data:`~harness.settings.options.COMMAND_OPTIONS` it ran with."""
+    values = {**options.option_values(), **command_options}
+    return rerun_line("check", values, options.seed or 0, shown_target(options.target))
 
 
 def warn_unattributed(report: CheckReport) -> None:
@@ -255,11 +221,9 @@ def warn_unattributed(report: CheckReport) -> None:
 def target_of(gather: str | Callable) -> str:
     """The ``module:attr`` selector of ``gather``, so that a rank can import it by name.
 
-    A string is checked as far as it can be without importing it (:func:`harness.ranks.targets.locate`:
-    syntax, the file or module, its source's syntax), and a file path in it made absolute:
-    warm ranks keep the working directory they started in.  A callable must be reachable
-    from its module by its qualified name: lambdas, closures and functions defined inside
-    other functions are not, and neither are partials or bound methods of instances.
+    A string is checked as far as it can be without importing it (:func:`harness.ranks.targets.locate`),
+    a file path made absolute (warm ranks keep the directory they started in).  A callable must be
+    reachable from its module by its qualified name: no lambda, closure, partial or bound method.
     """
     if isinstance(gather, str):
         return targets.locate(gather)
@@ -290,15 +254,12 @@ def target_of(gather: str | Callable) -> str:
 
 def bind(values: Mapping[str, Any], target: str, *, listen: bool = False, command: str = "check",
          prefix: str = "--") -> CheckOptions:
-    """The check of ``target`` (a ``module:attr`` selector, :func:`target_of`) that option values
-    describe: every front end's one way from its options to a :class:`CheckOptions` (``check``,
-    the pytest plugin, :func:`check_gather`, ``fuzz`` with a TARGET, the torchrun driver).
+    """The check of ``target`` (:func:`target_of`) that option values describe: every front end's
+    one way from its options to a :class:`CheckOptions`.
 
-    ``values`` maps :data:`~harness.settings.options.OPTIONS` names to what the front end holds (command
-    line text or Python values; see :func:`~harness.settings.options.resolved`); a missing or ``None``
-    value is ``command``'s default.  The profile stays as given (``None``: the default one, which
-    a rerun line then leaves out).  Raises :class:`UsageError` naming the option as ``prefix``
-    spells it, before anything starts (:func:`bind_contract`).
+    ``values`` maps :data:`~harness.settings.options.OPTIONS` names to text or Python values
+    (:func:`~harness.settings.options.resolved`); a missing or ``None`` one is ``command``'s
+    default.  Raises :class:`UsageError` naming the option as ``prefix`` spells it.
     """
     settings = resolved(values, command, prefix)
     return CheckOptions(target=target, contract=bind_contract(settings, listen=listen), dtype_text=settings["dtypes"],
@@ -309,14 +270,10 @@ def bind(values: Mapping[str, Any], target: str, *, listen: bool = False, comman
 
 
 def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contract:
-    """The contract of :func:`~harness.settings.options.resolved` ``settings``, checked against each other
-    and against this machine.
-
-    Without world sizes, the profile's range applies (the default profile's without one), capped
-    for nccl at the GPUs here.  Raises :class:`UsageError` naming the option: unknown names, a
-    range past what this machine holds in local ranks, nccl on CPU tensors, CUDA without a CUDA
-    device, more nccl ranks than GPUs.
-    ``listen``: ranks torchrun started elsewhere, one world size (the job's), no local checks.
+    """The contract of :func:`~harness.settings.options.resolved` ``settings``, checked against each
+    other and against this machine (:func:`~harness.pool.machine.check_machine`); without world
+    sizes, the profile's range, capped for nccl at the GPUs here.  ``listen``: ranks torchrun
+    started elsewhere, one world size (the job's), no local checks.
     """
     profile = settings["profile"] or profile_names.default_name()
     world_sizes = settings["world_sizes"] or within_gpus(profile_names.WORLD_SIZES[profile], settings["backend"])
@@ -345,12 +302,8 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
 
 
 def prepare(options: CheckOptions, pool: Pool) -> Prepared:
-    """Measure the backend, then probe the target's calling convention on real ranks.
-
-    Raises :class:`~harness.core.errors.TargetError` when the target cannot be loaded,
-    :class:`~harness.core.errors.Misfit` when no calling convention fits it, and
-    :class:`UsageError` when an explicitly named dtype is one the backend cannot gather.
-    """
+    """Measure the backend, then probe the target's calling convention on real ranks; a dtype
+    named in ``--dtypes`` that the backend cannot move is a :class:`UsageError`."""
     backend, device = options.contract.backend, options.contract.device
     caps = capabilities.measure(pool, backend, device)
     missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))
@@ -396,11 +349,8 @@ def annotate(report: CheckReport, options: CheckOptions, pool: Pool) -> None:
 
 
 def profile_settings(name: str | None) -> settings:
-    """The settings of Hypothesis profile ``name`` (default: the project default), without loading it.
-
-    Never the caller's global profile: a library must not change it, and Hypothesis' own
-    default has a 200 ms deadline that real multi-process examples would trip at random.
-    """
+    """The settings of Hypothesis profile ``name`` (default: the project's), without loading it:
+    a library must not change the caller's global profile."""
     return profiles.settings_for(name or profiles.default_name())
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from harness.core.errors import UsageError
 from harness.settings import options, profile_names
@@ -29,28 +28,14 @@ class UsageParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def command(module: str, name: str) -> Callable[[argparse.Namespace, list[str]], int]:
+def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The command function ``module.name``, imported only when the command runs."""
 
-    def run(args: argparse.Namespace, argv: list[str]) -> int:
-        function: Callable[[argparse.Namespace, list[str]], int] = getattr(importlib.import_module(module), name)
-        return function(args, argv)
+    def run(args: argparse.Namespace) -> int:
+        function: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+        return function(args)
 
     return run
-
-
-def rerun_command(argv: Sequence[str], seed: int) -> str:
-    """The exact command line again, with ``--seed`` set to the seed this run used."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--seed":
-            skip = True
-        elif not arg.startswith("--seed="):
-            kept.append(arg)
-    return shlex.join(["python", "-m", "harness", *kept, "--seed", str(seed)])
 
 
 def one_line(exc: BaseException) -> str:

@@ -40,7 +40,6 @@ from harness.frontends.arguments import (
     add_listen_arguments,
     add_report_arguments,
     one_line,
-    rerun_command,
 )
 from harness.pool import forkserver
 from harness.ranks import targets
@@ -78,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in RANK_COMMANDS and not getattr(args, "listen", None):
             forkserver.start()
-        return _run(args, argv)
+        return _run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return Exit.INTERRUPTED
@@ -113,9 +112,9 @@ def check_before_starting(args: argparse.Namespace) -> None:
         targets.locate(args.target)
 
 
-def _run(args: argparse.Namespace, argv: list[str]) -> int:
+def _run(args: argparse.Namespace) -> int:
     try:
-        return args.run(args, argv)
+        return args.run(args)
     except BaseException as exc:
         status = exit_status(exc)
         if status is None:
@@ -151,13 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_explain_command(args: argparse.Namespace, argv: list[str]) -> int:
+def run_explain_command(args: argparse.Namespace) -> int:
     """``explain-case``: the case notation (:mod:`harness.report.notation`)."""
     print(notation.TEXT, end="")
     return 0
 
 
-def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
+def run_report_command(args: argparse.Namespace) -> int:
     """``report``: see :mod:`harness.frontends.catalogue_report`."""
     from harness.frontends import catalogue_report
     from harness.pool.machine import check_machine
@@ -166,15 +165,12 @@ def run_report_command(args: argparse.Namespace, argv: list[str]) -> int:
     files.check_writable("--html", args.html)
     world_sizes = resolved(vars(args), "report")["world_sizes"]
     check_machine(args.backend, args.device, world_sizes or (1, 1))
-    return catalogue_report.run(variants=args.variants, max_examples=args.max_examples, probe_misuse=args.probe_misuse,
-                                timeout=args.timeout, markdown=args.markdown, json_path=args.json,
-                                html_path=args.html, quiet=args.quiet, backend=args.backend, device=args.device,
-                                world_sizes=world_sizes)
+    return catalogue_report.run(vars(args), markdown=args.markdown)
 
 
-def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
+def run_check_command(args: argparse.Namespace) -> int:
     """``check``: validate everything, search, print the verdict; 0 pass, 1 counterexample."""
-    from harness.frontends.api import bind, execute, prepare, remote_pool
+    from harness.frontends.api import bind, check_command, execute, prepare, remote_pool
     from harness.pool.pool import shared_pool
     from harness.report import coverage_page
     from harness.report.text import (
@@ -188,8 +184,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     )
 
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
-    profile = args.profile or profile_names.default_name()
-    options = bind({**vars(args), "seed": seed, "profile": profile}, args.target, listen=bool(args.listen))
+    options = bind({**vars(args), "seed": seed}, args.target, listen=bool(args.listen))
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     pool = (remote_pool(args.listen, options.contract, timeout=args.timeout, connect_timeout=args.connect_timeout,
@@ -203,7 +198,7 @@ def run_check_command(args: argparse.Namespace, argv: list[str]) -> int:
     finally:
         if progress is not None:
             progress.close()
-    rerun = rerun_command(argv, seed)
+    rerun = check_command(options, listen=args.listen, connect_timeout=args.connect_timeout)
     print(("" if args.quiet else "\n") + _verdict_text(result, options, prepared) + f"\n\nrerun: {rerun}"
           + ("" if result.verdict == "pass" else f"\n{CASE_NOTATION}"))
     if not args.quiet:
@@ -229,7 +224,8 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     lines = [
         f"gather-harness check {options.target}",
         f"  contract: {contract.describe()}",
-        f"  {contract.backend}/{contract.device}, world sizes {low}-{high}, profile {options.profile} "
+        f"  {contract.backend}/{contract.device}, world sizes {low}-{high}, "
+        f"profile {options.profile or profile_names.default_name()} "
         f"({budget}), seed {options.seed}, timeout {options.timeout:g} s per case",
         f"  called as {prepared.probe.convention.describe()}",
     ]

@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,25 +47,25 @@ from harness.core.errors import Exit, Misfit, PoolError, PoolGone, TargetError, 
 from harness.frontends.api import (
     CheckOptions,
     Prepared,
-    bind_contract,
+    bind,
     execute,
     prepare,
     profile_settings,
     remote_pool,
     target_of,
 )
-from harness.frontends.arguments import one_line, rerun_command
+from harness.frontends.arguments import one_line
 from harness.pool.pool import Pool, shared_pool
+from harness.ranks.targets import shown_target
 from harness.report import coverage_page
 from harness.report.text import ProgressLine, finding_text
 from harness.search.coverage import Coverage
 from harness.search.finding import Finding
 from harness.search.results import Progress
 from harness.settings import files, profiles
-from harness.settings.options import FUZZ_DURATION_S, resolved
+from harness.settings.options import FUZZ_DURATION_S, default, rerun_line, resolved
 from harness.variants import CATALOGUE, VariantSpec, by_name
 
-DEFAULT_DURATION_S = FUZZ_DURATION_S
 #: A variant's turn lasts its share of the time left, within these bounds: long enough for
 #: Hypothesis to get past its database replay and first phases, short enough to rotate.
 MIN_SLICE_S = 5.0
@@ -87,12 +87,11 @@ class _TurnOver(BaseException):
 
 @dataclass
 class Entry:
-    """One target in the rotation, with its contract and its tally so far."""
+    """One target in the rotation, checked as ``options`` say (its slices vary the seed and the
+    budget), with its tally so far."""
 
     name: str
-    target: str
-    contract: Contract
-    dtype_text: str = "all"
+    options: CheckOptions
     examples: int = 0
     elapsed_s: float = 0.0
     slices: int = 0
@@ -105,6 +104,14 @@ class Entry:
     def active(self) -> bool:
         return self.status in ("waiting", "fuzzing")
 
+    @property
+    def target(self) -> str:
+        return self.options.target
+
+    @property
+    def contract(self) -> Contract:
+        return self.options.contract
+
     def to_json(self) -> dict:
         return {"name": self.name, "target": self.target, "contract": self.contract.describe(),
                 "status": self.status, "examples": self.examples, "elapsed_s": round(self.elapsed_s, 1),
@@ -113,17 +120,19 @@ class Entry:
 
 
 def plan(args: argparse.Namespace) -> list[Entry]:
-    """The rotation the options ask for: TARGET alone, or catalogue variants on the chosen backend."""
-    profile = args.profile or "fuzz"
-    contract = _options_contract(args, profile)
+    """The rotation the options ask for: TARGET alone, or catalogue variants on the chosen backend.
+
+    Either way the options are bound as ``check`` binds them (:func:`harness.frontends.api.bind`:
+    ``check``'s defaults where the command leaves a setting unset); a catalogue variant then takes
+    its own claim in place of the contract options, which it refuses."""
+    if args.target is not None and args.variants:
+        raise UsageError("--variants picks catalogue variants; leave it out when fuzzing a TARGET")
+    options = bind(vars(args), target_of(args.target) if args.target is not None else "", listen=bool(args.listen))
     if args.target is not None:
-        if args.variants:
-            raise UsageError("--variants picks catalogue variants; leave it out when fuzzing a TARGET")
-        target = target_of(args.target)
-        return [Entry(target.rpartition(":")[2], target, contract, args.dtypes or "all")]
+        return [Entry(options.target.rpartition(":")[2], options)]
     given = [name for name, value in (("--ragged/--no-ragged", args.ragged), ("--dims", args.dims),
                                       ("--grad", args.grad), ("--dtypes", args.dtypes),
-                                      ("--output", None if args.output == "auto" else args.output),
+                                      ("--output", None if args.output == default("output") else args.output),
                                       ("--groups/--no-groups", args.groups),
                                       ("--kwarg", args.kwargs or None)) if value is not None]
     if given:
@@ -134,25 +143,19 @@ def plan(args: argparse.Namespace) -> list[Entry]:
         specs = [by_name(name.strip()) for name in names] or list(CATALOGUE)
     except KeyError as exc:
         raise UsageError(f"--variants: {exc.args[0]}") from None
+    contract = options.contract
     on_backend = {"backends": contract.backends, "devices": contract.devices, "world_sizes": contract.world_sizes,
                   "bits": contract.bits, "compile": contract.compile}  # how they run, not what they claim
-    return [_catalogue_entry(spec, spec.contract.with_(**on_backend)) for spec in specs]
+    return [_catalogue_entry(spec, replace(options, target=spec.target, contract=spec.contract.with_(**on_backend)))
+            for spec in specs]
 
 
-def _catalogue_entry(spec: VariantSpec, contract: Contract) -> Entry:
+def _catalogue_entry(spec: VariantSpec, options: CheckOptions) -> Entry:
     """A variant's place in the rotation; one the installed torch cannot run never enters it."""
     missing = spec.unavailable()
     if missing:
-        return Entry(spec.name, spec.target, contract, status="unavailable", error=missing)
-    return Entry(spec.name, spec.target, contract)
-
-
-def _options_contract(args: argparse.Namespace, profile: str) -> Contract:
-    """The contract of the options (``check``'s defaults where unset), checked against this machine
-    (:func:`harness.frontends.api.bind_contract`): without ``--world-sizes``, the profile's range, capped for
-    nccl at the GPUs here."""
-    settings = resolved({**vars(args), "profile": profile})
-    return bind_contract(settings, listen=bool(args.listen))
+        return Entry(spec.name, options, status="unavailable", error=missing)
+    return Entry(spec.name, options)
 
 
 # -- the budget and the summary ----------------------------------------------------------------------
@@ -260,10 +263,6 @@ class Fuzzer:
     budget: Budget
     pool: Pool
     seed: int
-    timeout: float
-    probe_misuse: bool
-    repro_dir: str
-    profile: str
     show: Callable[[Progress], None] | None = None
     #: Set by SIGTERM or SIGINT: the run ends after the example in flight.
     stop: threading.Event = field(default_factory=threading.Event)
@@ -322,12 +321,11 @@ class Fuzzer:
         self.summary.save(force=True)
 
     def _options(self, entry: Entry, slice_s: float | None) -> CheckOptions:
-        """The ``check`` options of the next turn: a seed no earlier turn used."""
+        """The ``check`` options of the next turn: its time slice (the run's example cap is the
+        :class:`Budget`'s), and a seed no earlier turn used."""
         self.turns += 1
-        return CheckOptions(target=entry.target, contract=entry.contract, dtype_text=entry.dtype_text,
-                            duration_s=slice_s, seed=self.seed + SEED_STRIDE * self.turns, timeout=self.timeout,
-                            probe_misuse=self.probe_misuse, repro_dir=self.repro_dir, profile=self.profile,
-                            batches=True)
+        return replace(entry.options, max_examples=None, duration_s=slice_s,
+                       seed=self.seed + SEED_STRIDE * self.turns, batches=True)
 
     def _watch(self, entry: Entry, before: int, slice_s: float) -> Callable[[Progress], None]:
         """The per-example callback: tally, progress line, periodic save, and the end of the turn.
@@ -336,7 +334,7 @@ class Fuzzer:
         each with its own :class:`Progress`; each gets its share of the slice.  Once either
         has failed the slice runs to its end: ending it early would lose the findings.
         """
-        phase_s = slice_s / 2 if self.probe_misuse else slice_s
+        phase_s = slice_s / 2 if entry.options.probe_misuse else slice_s
         phases: dict[int, tuple[float, Progress]] = {}  # id(progress) -> (its deadline, it)
 
         recorded: dict[int, int] = {}  # id(progress) -> how many of its cases are in the coverage
@@ -379,27 +377,29 @@ class Fuzzer:
 # -- the commands ------------------------------------------------------------------------------------------
 
 
-def run_fuzz_command(args: argparse.Namespace, argv: list[str]) -> int:
+def run_fuzz_command(args: argparse.Namespace) -> int:
     """``fuzz``: see the module docstring."""
     files.check_writable("--json", args.json)
     files.check_writable("--html", args.html)
     if args.database:
         os.environ[profiles.DATABASE_ENV] = args.database  # the profiles read it when registered
     entries = plan(args)
-    profile = args.profile or "fuzz"
-    seed = random.randrange(1_000_000) if args.seed is None else args.seed
-    duration = DEFAULT_DURATION_S if args.duration is None and args.max_examples is None else args.duration
-    contract = entries[0].contract
-    pool = (remote_pool(args.listen, contract, timeout=args.timeout, connect_timeout=args.connect_timeout,
+    options = entries[0].options
+    seed = random.randrange(1_000_000) if options.seed is None else options.seed
+    duration = FUZZ_DURATION_S if options.duration_s is None and options.max_examples is None else options.duration_s
+    contract = options.contract
+    pool = (remote_pool(args.listen, contract, timeout=options.timeout, connect_timeout=args.connect_timeout,
                         address_file=args.address_file) if args.listen else shared_pool())
-    database = getattr(profile_settings(profile).database, "path", None)
-    settings = {"command": rerun_command(argv, seed), "seed": seed, "backend": contract.backend,
-                "device": contract.device, "world_sizes": list(contract.world_sizes), "profile": profile,
+    database = getattr(profile_settings(options.profile).database, "path", None)
+    command = {**resolved(vars(args), "fuzz"), "world_sizes": contract.world_sizes, "duration": duration,
+               **{name: getattr(args, name) for name in ("variants", "listen", "connect_timeout")}}
+    settings = {"command": rerun_line("fuzz", command, seed, args.target and shown_target(options.target)),
+                "seed": seed, "backend": contract.backend,
+                "device": contract.device, "world_sizes": list(contract.world_sizes), "profile": options.profile,
                 "database": str(database) if database else None, "duration_s": duration}
     summary = Summary(args.json, args.save_every, settings, entries,
                       html=args.html or str(Path(args.json).with_suffix(".html")))
-    fuzzer = Fuzzer(entries, summary, Budget(duration, args.max_examples), pool, seed, args.timeout,
-                    args.probe_misuse, args.repro_dir, profile)
+    fuzzer = Fuzzer(entries, summary, Budget(duration, options.max_examples), pool, seed)
     if args.target is not None:
         fuzzer.prepare(entries[0])  # a TARGET that cannot be loaded is a usage error (2), as in check
     if not args.quiet:

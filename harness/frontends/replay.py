@@ -25,7 +25,7 @@ from harness.ranks import targets
 from harness.search.finding import format_violations
 
 
-def run_replay_command(args: argparse.Namespace, argv: list[str]) -> int:
+def run_replay_command(args: argparse.Namespace) -> int:
     """``replay``: each chosen finding's case once more, on fresh ranks; 1 if any still fails."""
     findings = _load_findings(args.summary)
     if args.index is not None and not 0 <= args.index < len(findings):

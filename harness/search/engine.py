@@ -54,7 +54,7 @@ from harness.search.shrinking import (
     PropertyViolation,
 )
 from harness.settings import profiles
-from harness.settings.options import DEFAULT_TIMEOUT_S
+from harness.settings.options import default
 
 #: One example in this many, at least, is drawn by Hypothesis rather than the strata.
 RANDOM_SHARE = 5
@@ -87,15 +87,15 @@ class SearchSettings:
     max_examples: int | None = None
     duration_s: float | None = None
     seed: int | None = None
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    probe_misuse: bool = False
+    timeout_s: float = default("timeout")
+    probe_misuse: bool = default("probe_misuse")
     base_settings: settings | None = None
     shrink_budget_s: float = 30.0
     shrink_fault_steps: int | None = None
     max_shrink_steps: int = MAX_SHRINK_STEPS
-    track_semantics: bool = False
+    track_semantics: bool = True
     batches: bool = False
-    ahead: bool = False
+    ahead: bool = True
 
 
 def run_check(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -237,7 +238,8 @@ COMMAND_OPTIONS: tuple[Option, ...] = (
     Option("listen", "serve ranks started by torchrun instead of local ones: listen on HOST:PORT (bare --listen: "
            "every interface, any free port) and print the address; the cases' world size is the job's, given with "
            "--world-sizes W", metavar="HOST:PORT", kind="optional", const="0.0.0.0:0", plugin=False),
-    Option("address_file", "with --listen: also write HOST:PORT to PATH", metavar="PATH", plugin=False),
+    Option("address_file", "with --listen: also write HOST:PORT to PATH", metavar="PATH", section="output",
+           plugin=False),
     Option("connect_timeout", f"with --listen: how long to wait for the job's ranks (default: {CONNECT_TIMEOUT_S:g})",
            CONNECT_TIMEOUT_S, type=float, metavar="SECONDS", plugin=False),
     Option("variants", "only these catalogue variants, a comma list, or all (default: all)", metavar="a,b",
@@ -386,19 +388,27 @@ def _pairs(kwargs: Any, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(parse_kwarg(item, flag) if isinstance(item, str) else (item[0], item[1]) for item in kwargs)
 
 
-def command_line(values: Mapping[str, Any]) -> list[str]:
-    """The ``check`` options that say ``values`` (as :func:`resolved` gives them), in the table's
-    order: each contract and search setting that differs from ``check``'s default, and the world
-    sizes always (the profile's range may change); ``seed`` is the caller's, last."""
+def command_line(values: Mapping[str, Any], command: str = "check") -> list[str]:
+    """The options of ``command`` that say ``values`` (as :func:`resolved` gives them, with any of
+    :data:`COMMAND_OPTIONS`), in the table's order: each contract and search setting that differs
+    from ``command``'s default, and the world sizes always (the profile's range may change);
+    ``seed`` is the caller's, last."""
     words: list[str] = []
-    for option in OPTIONS:
+    for option in (*OPTIONS, *COMMAND_OPTIONS):
         value = values.get(option.name)
         if option.section == "output" or option.name == "seed" or value is None:
             continue
-        if option.name != "world_sizes" and value == _comparable(option.default):
+        if option.name != "world_sizes" and value == _comparable(option.default_in(command)):
             continue
         words += _spelled(option, value)
     return words
+
+
+def rerun_line(command: str, values: Mapping[str, Any], seed: int, target: str | None = None) -> str:
+    """``python -m harness COMMAND [TARGET] OPTIONS --seed N``: the run again, as every front end
+    writes it (``check``'s rerun line, pytest's, ``fuzz``'s summary)."""
+    words = ["python", "-m", "harness", command, *([target] if target else []), *command_line(values, command)]
+    return shlex.join([*words, "--seed", str(seed)])
 
 
 def _comparable(default: Any) -> Any:
