@@ -2,11 +2,8 @@
 
 
 def __getattr__(name: str) -> object:
-    """``from harness import check_gather``, imported on first use (PEP 562).
-
-    Lazily, because rank processes and the pytest plugin import this package and must not
-    pull in the search engine (Hypothesis, the strategies, the reference) just by doing so.
-    """
+    """``from harness import check_gather``, imported on first use (PEP 562): rank processes and
+    the pytest plugin import this package and must not pull in the search engine."""
     if name == "check_gather":
         from harness.frontends.api import check_gather
 

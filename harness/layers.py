@@ -1,15 +1,9 @@
 """The map of the house: the package's layers, lowest first, and which module is in which.
 
-A module may import only from its own layer and the layers below it; ``tests/test_house.py``
-holds every import to that, and the lists other code needs are read off this table: what a
-repro script embeds (:func:`embedded`), the rank side (:func:`rank_side`), a layer's modules.
-A layer is a folder of ``harness/``; the few modules outside the layer folders are placed in
-:data:`PLACED`: the public entry points (paths users type: ``python -m harness``,
-``torchrun -m harness.remote``, ``harness.ragged:all_gather_ragged``, the pytest plugin) and
-the two folders the product's layout keeps at the repository's top (``strategies/``,
-``reference/``).  Where a new module goes: ``docs/DEVELOPING.md``.
-
-This module imports nothing of the package, so any layer may read it.
+A module may import only from its own layer and those below (``tests/test_house.py``), and what a
+repro script embeds (:func:`embedded`) and the rank side (:func:`rank_side`) are read off this table.
+Modules outside the layer folders (public entry points, ``strategies/``, ``reference/``) are placed
+in :data:`PLACED`.  Where a new module goes: ``docs/DEVELOPING.md``.  Imports nothing of the package.
 """
 
 from __future__ import annotations

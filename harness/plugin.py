@@ -1,50 +1,13 @@
 """pytest plugin: gathers checked as tests, like ``python -m harness check``.
 
-Loaded for every pytest run in an environment where gather-harness is installed (entry point
-``gather_harness``), so without a target or the fixture it adds nothing: no items, no header
-lines, no torch import.  Two ways in:
-
-- the ``gather_check`` fixture, for a suite's own tests: ``gather_check(target, **contract)``
-  is :func:`harness.check_gather` with the session's ``--gather-*`` budget options filled in
-  where the call leaves them out (examples, timeout, seed, repro folder, full stacks), so
-  several gathers are several tests, parametrizable and selectable like any other::
-
-      def test_contrastive_gather(gather_check):
-          gather_check("mytrain.dist:AllGatherWithGrad", ragged=False, grad="sum")
-
-- ``pytest --gather-impl TARGET`` (or ``$GATHER_IMPL``): one more test item,
-  ``gather-harness::check[TARGET]``, checked against the ``--gather-*`` contract options.
-
-A failure reads like any test failure: the verdict on the first line (pytest's short summary
-shows it: what broke, where, and the short repro to run), then the counterexample, both repro
-scripts, the seed and the commands that rerun it; no harness source; and the run ends with a
-section listing each failed check's verdict, case and repro folded to the terminal's width
-(pytest cuts its one-line summary).  Notes that ask something (a differentiable target checked
-with grad none, an in-place write into the input) are warnings in pytest's warnings summary;
-how the target is called is said under ``-v``.  Both run under ``pytest -n auto``.
-
-Options: ``check``'s, spelled ``--gather-*``, generated from the same table
-(:mod:`harness.settings.options`) with the same types, defaults and help:
-
-- ``--gather-impl TARGET``: ``package.module:attr`` or ``path/to/file.py:attr``; the
-  environment variable ``GATHER_IMPL`` selects a target too (the option wins).
-- ``--gather-ragged`` / ``--gather-no-ragged`` (default ragged), ``--gather-dims any|N``,
-  ``--gather-grad {none,local,sum,mean}``, ``--gather-dtypes LIST`` (default ``all``),
-  ``--gather-backend {gloo,nccl}``, ``--gather-device {cpu,cuda}``,
-  ``--gather-world-sizes A-B`` (default: the Hypothesis profile's, 1-4 for dev and ci),
-  ``--gather-output {auto,tensor,list,stack,first}``, ``--gather-groups``, ``--gather-no-bits``,
-  ``--gather-kwarg NAME=LITERAL`` (a fixed argument on every call; repeatable).
-- ``--gather-max-examples N`` (default: the profile's), ``--gather-timeout SECONDS``
-  (per case, default ``check``'s), ``--gather-seed N`` (default 0), ``--gather-probe-misuse`` (also
-  probe out-of-contract input), ``--gather-repro-dir DIR`` (default ``.gather-harness/repros``
-  under the rootdir), ``--gather-full-stacks`` (every frame of a failing rank's stack),
-  ``--gather-html PATH`` (the coverage page; the terminal summary always shows the coverage).
-  The budget options apply to the fixture's checks too.
-
-The Hypothesis profile is ``--hypothesis-profile`` when it names one of the project's profiles
-(``dev``, ``ci``, ``nightly``, ``fuzz``), else the project default (``GATHER_HARNESS_PROFILE``,
-else ``ci`` under ``CI``, else ``dev``).  Bad options stop the
-run with a usage error before anything is collected.
+Loaded for every pytest run where gather-harness is installed, so without a target or the
+fixture it adds nothing: no items, no header lines, no torch import.  Two ways in: the
+``gather_check`` fixture (:func:`harness.check_gather` with the session's ``--gather-*`` budget
+options filled in), and ``pytest --gather-impl TARGET`` (or ``$GATHER_IMPL``), one more test item.
+A failure reads like any test failure, verdict first, with no harness source; the run ends with
+each failed check's verdict, case and repro.  The options are ``check``'s, spelled ``--gather-*``,
+generated from :mod:`harness.settings.options`; bad ones stop the run before collection.
+Usage: docs/checking.md.
 """
 
 from __future__ import annotations

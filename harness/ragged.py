@@ -1,20 +1,13 @@
 """Our own ragged all_gather: any dim, any gloo dtype, a chosen gradient contract.
 
-Forward: one shape exchange (an ``int64`` tensor per rank) and one data collective (every
-rank's tensor, ``dim`` moved to the front and zero-padded to the longest length, gathered
-into a ``[W*max, ...]`` buffer; the valid rows are then selected in rank order).  Backward:
-``sum`` and ``mean`` pad each rank's slot of the cotangent the same way and reduce-scatter
-it (one collective); ``local`` takes this rank's slot of its own cotangent, no collective.
-The input is never modified and every result is a fresh tensor.
+Forward: one shape exchange and one data collective (every rank's tensor zero-padded to the
+longest length and gathered, then the valid rows selected in rank order).  Backward: ``sum`` and
+``mean`` reduce-scatter the padded cotangent; ``local`` needs no collective.  The input is never
+modified and every result is a fresh tensor.
 
-Complex tensors travel as their real view (``view_as_real``: the same bytes, a trailing
-dimension of 2), so the collectives see only real dtypes.  Gathering moves bytes and a
-complex sum is the sum of the real parts beside the sum of the imaginary parts, so this is
-exact; it is needed because gloo's ``reduce_scatter`` rejects complex tensors ("Invalid
-scalar type") in older torch releases while accepting every real dtype it gathers (the
-capability matrices measured on torch 2.4 to 2.15; ``tests/test_ragged.py`` checks the
-installed torch's matrix).  The code runs inside users' processes, so it asks neither the
-harness's probe nor the torch version: the real view works on every backend and release.
+Complex tensors travel as their real view (exact: the same bytes, and a complex sum is the sum of
+the parts), because gloo's ``reduce_scatter`` rejects complex in older torch; this code runs in
+users' processes, so it asks no probe nor torch version.
 """
 
 from __future__ import annotations
@@ -31,11 +24,8 @@ GRADS: tuple[str, ...] = ("sum", "local", "mean")
 
 
 def _all_gather_single(output: torch.Tensor, input: torch.Tensor, group: ProcessGroup | None) -> None:
-    """torch 2.13's ``all_gather_single`` (older: ``all_gather_into_tensor``, the same collective).
-
-    Looked up on every call, so a wrapper installed on ``torch.distributed`` later (the
-    harness's collective log) sees it.
-    """
+    """torch 2.13's ``all_gather_single`` (older: ``all_gather_into_tensor``), looked up on every
+    call so that a wrapper installed later (the harness's collective log) sees it."""
     getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(_real(output), _real(input), group=group)
 
 
@@ -64,11 +54,9 @@ def all_gather_ragged(
 ) -> torch.Tensor:
     """Concatenate every rank's ``x`` along ``dim`` in rank order; lengths along ``dim`` may differ.
 
-    All other dims must be equal on every rank (a ``ValueError`` on every rank otherwise).
-    ``grad`` picks the gradient contract: ``sum`` (rank r gets the sum over ranks of their
-    cotangents' slot r), ``mean`` (that sum over the world size) or ``local`` (its own
-    cotangent's slot r).  Every rank of ``group`` must call it, and call backward for
-    ``sum``/``mean``.
+    Other dims must agree (a ``ValueError`` on every rank otherwise).  ``grad``: ``sum`` (rank r
+    gets the sum over ranks of their cotangents' slot r), ``mean`` (over the world size) or
+    ``local`` (its own cotangent's slot r).  Every rank of ``group`` must call it (and backward).
     """
     if grad not in GRADS:
         raise ValueError(f"grad must be one of {', '.join(GRADS)}, got {grad!r}")
@@ -155,11 +143,8 @@ def _slot(lengths: list[int], rank: int) -> slice:
 def _reduce_scatter_slots(
     front: torch.Tensor, rows: torch.Tensor, longest: int, group: ProcessGroup | None
 ) -> torch.Tensor:
-    """Pad every slot of the cotangent to ``longest`` rows and reduce-scatter (SUM) the blocks.
-
-    Returns this rank's block: the sum over ranks of their cotangents' slot for this rank,
-    followed by zero rows up to ``longest``.
-    """
+    """Pad every slot of the cotangent to ``longest`` rows and reduce-scatter (SUM) the blocks:
+    this rank's block, zero rows after its slot."""
     padded = front.new_zeros((dist.get_world_size(group) * longest, *front.shape[1:]))
     padded.index_copy_(0, rows, front)
     mine = padded.new_empty((longest, *front.shape[1:]))
@@ -175,14 +160,9 @@ OPS: tuple[str, ...] = ("sum", "mean", "max")
 def reduce_scatter_ragged(x: torch.Tensor, dim: int = 0, split_sizes: list[int] | None = None, *, op: str = "sum",
                           group: ProcessGroup | None = None) -> torch.Tensor:
     """Rank r's slot of the reduction over ranks of their ``x``: rows ``split_sizes[r]`` long at
-    ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots).  ``op``: ``sum``, ``mean``
-    (the sum over the world size) or ``max``.  Every rank holds the same shape.
-
-    Each slot is zero-padded to the longest and the blocks reduce-scattered (one collective;
-    ``max`` pads with the dtype's lowest value and all-reduces the blocks, because gloo's
-    reduce-scatter summed whatever the op in older torch);
-    the gradient is the adjoint: every rank's cotangent gathered in rank order (÷W for a mean;
-    ``max`` has none).
+    ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots); ``op``: ``sum``, ``mean`` or
+    ``max`` (all-reduced: gloo's reduce-scatter summed whatever the op in older torch).  The
+    gradient is the adjoint: every rank's cotangent gathered in rank order.
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
@@ -312,11 +292,9 @@ def all_to_all(x: torch.Tensor, dim: int, input_split_sizes: list[int], output_s
 
 def relayout_ragged(x: torch.Tensor, scatter_dim: int, gather_dim: int, *,
                     group: ProcessGroup | None = None) -> torch.Tensor:
-    """Sequence parallelism's all-to-all: ``x`` cut along ``scatter_dim`` into one piece per rank
-    (as ``torch.tensor_split`` cuts it: the first ``H % W`` ranks get one row more), piece s sent to
-    rank s, the pieces received concatenated along ``gather_dim`` in rank order.  Ranks may hold
-    different lengths along ``gather_dim`` (exchanged first); every other dim must agree.  The
-    gradient is the reverse re-layout (through :func:`all_to_all_ragged`'s).
+    """Sequence parallelism's all-to-all: ``x`` cut along ``scatter_dim`` as ``torch.tensor_split``
+    cuts it, piece s sent to rank s, the pieces received concatenated along ``gather_dim`` (where
+    lengths may differ) in rank order.  The gradient is the reverse re-layout.
     """
     if x.ndim < 2 or not (-x.ndim <= scatter_dim < x.ndim and -x.ndim <= gather_dim < x.ndim) \
             or scatter_dim % x.ndim == gather_dim % x.ndim:

@@ -32,11 +32,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.core.binding import plan_call
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_result
 from harness.core.contract import Contract
-from harness.core.conventions import Call, Misfit, plan_call
-from harness.core.errors import UsageError
+from harness.core.conventions import Call
+from harness.core.errors import Misfit, UsageError
 from harness.core.outputs import detect_output, read
 from harness.core.procedure import RankResult
 from harness.frontends import commands as cli
@@ -527,7 +528,7 @@ def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
 def test_a_method_named_through_its_class_is_refused_with_a_wrapper_that_does_not_call_itself() -> None:
     """``module:Class.gather`` has no instance: exit 2 saying so, and the wrapper offered is named
     apart from the target (never ``def gather(x, dim): return gather(x, ...)``)."""
-    from harness.core.conventions import plan_call
+    from harness.core.binding import plan_call
     from harness.core.errors import Misfit
 
     class Gatherer:

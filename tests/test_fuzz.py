@@ -139,7 +139,7 @@ def _descendants(pid: int) -> list[int]:
 
 def test_a_replay_makes_the_call_the_finding_made(isolated: Path, capsys: pytest.CaptureFixture) -> None:
     """The finding's ``call`` (here ``.apply`` with the world group) is the replay's call, not ``f(x, dim)``."""
-    from harness.core.conventions import plan_call
+    from harness.core.binding import plan_call
     from tests.planted import conventions as planted_conventions
 
     case = Case(ranks=(RankSpec((2,)), RankSpec((2,))), grad="sum", output="stack", world_group=True)

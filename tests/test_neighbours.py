@@ -14,9 +14,9 @@ import pytest
 import torch
 from harness.reference import expected_grad, expected_output, expected_reduction, within_bound
 
+from harness.core.binding import plan_call
 from harness.core.case import Case, RankSpec, make_cotangent, make_input
 from harness.core.contract import COLLECTIVES, Contract
-from harness.core.conventions import plan_call
 from harness.core.errors import Misfit, UsageError
 from harness.core.outputs import describe_result
 from harness.ranks.targets import load

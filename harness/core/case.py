@@ -1,34 +1,21 @@
 """The case model: one example as plain data, laid out into tensors (values: :mod:`harness.core.values`).
 
-A :class:`Case` is everything one example needs.  It is frozen, picklable,
-JSON-able and prints as one short line.  Ranks, the reference and repro scripts rebuild
-their tensors from it with :func:`make_input` and :func:`make_cotangent`, so the same case
-always yields the same bits everywhere.
+A :class:`Case` is frozen, picklable, JSON-able and prints as one short line.  Ranks, the
+reference and repro scripts rebuild their tensors from it (:func:`make_input`,
+:func:`make_cotangent`), so the same case yields the same bits everywhere.
 
-Collectives: ``collective`` says what the case computes (``harness.core.contract.COLLECTIVES``).
-A rank's spec shape is what it holds in a gather, its *slot* in a reduce-scatter (every
-member holds the concatenation of the slots and gets the reduction of its own), and what it
-holds in an all-to-all, whose ``splits`` say how many rows it sends to each member of its
-group.  :meth:`Case.input_shape` and :meth:`Case.output_shape` say it for every collective.
+A rank's spec shape is what it holds in a gather, its *slot* in a reduce-scatter (every member
+holds all the slots), and what it holds in an all-to-all, whose ``splits`` say the rows it
+sends each member (:meth:`Case.input_shape`, :meth:`Case.output_shape`).  ``groups`` is empty
+(the world gathers, no group passed) or disjoint groups of global ranks; a rank in none is
+idle.  Slots follow the group rank, ascending global rank, so every per-rank quantity is taken
+within the rank's group (:meth:`Case.members`).
 
-Group layouts: ``groups`` is empty for a plain case (the target is called without a group
-and gathers over the world), or a tuple of disjoint groups of global ranks, each gathered
-on its own process group; a rank in no group stays idle.  Slots follow the group rank,
-which torch assigns in ascending global rank, so every per-rank quantity (the result's
-shape, a rank's offset) is taken within the rank's group: :meth:`Case.members`.
-
-This module is embedded in repro scripts: it imports only torch, the standard library and the
-other embedded modules (``contract``, ``values``), relatively.  Its length is one concern's: :class:`Case`
-says every collective's shapes, slots and groups, and the layouts rebuild its tensors from them;
-the value recipes are :mod:`harness.core.values`.
-
-One concern: a case as data and the tensors it lays out, on any rank and in any repro; the value
-recipes live apart (:mod:`harness.core.values`).
+Embedded in repro scripts: it imports only torch, the standard library and core modules, relatively.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import asdict, dataclass, replace
@@ -37,7 +24,7 @@ import torch
 
 from .contract import COLLECTIVES
 from .outputs import OUTPUTS
-from .values import make_values, normal, small_ints
+from .values import companion_values, lay_out, normal, shared_values, small_ints
 
 #: Input layouts; everything but ``contiguous`` is a view into a larger base tensor so that a
 #: variant reading storage directly (``data_ptr``, ``.view`` on the base, ...) is caught.
@@ -54,8 +41,6 @@ ALL_RECIPES: tuple[str, ...] = (*VALUE_RECIPES, "normal")
 #: Cotangent recipes: exact small integers (sums are exact) or general floats.
 COTANGENT_RECIPES: tuple[str, ...] = ("ints", "floats")
 COTANGENT_LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "strided")
-#: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
-_OUTSIDE_VIEW = 113
 
 
 def recipes_for(reduces: bool, op: str) -> tuple[str, ...]:
@@ -106,18 +91,11 @@ class RankSpec:
 class Case:
     """One example: world size (= ``len(ranks)``), backend, device, dim, dtype, per-rank specs.
 
-    - ``grad``: the gradient contract to check (``none`` skips the backward pass).
-    - ``groups``: the group layout (see the module docstring); ``()`` calls without a group.
-    - ``output``: how the target's result reads; ``stack`` results allow 0-d inputs (then
-      ``dim`` is 0), and only equal shapes within a group can be stacked (a ragged ``stack``
-      case exists only as a misuse case, where every rank must raise).
-    - ``world_group``: a target whose group parameter is optional is given the world group
-      (``group=WORLD`` in the case line) instead of being called without it; cases without a
-      layout only.  It is part of the case, so a replay or a repro makes the same call.
-    - ``scatter_dim``: an all-to-all that is a re-layout: each rank's input is split along
-      this dim (its ``splits``, the same on every member of a group), and the pieces a rank
-      receives are concatenated along ``dim`` (where ranks may hold different lengths);
-      ``None``: both are ``dim``.
+    - ``output``: ``stack`` results allow 0-d inputs (then ``dim`` is 0).
+    - ``world_group``: pass the world group to an optional group parameter (no layout only); part
+      of the case, so a replay or a repro makes the same call.
+    - ``scatter_dim``: a re-layout all-to-all splits each input along it (the same ``splits`` on
+      every member) and concatenates what it receives along ``dim``; ``None``: both are ``dim``.
     """
 
     ranks: tuple[RankSpec, ...]
@@ -222,8 +200,7 @@ class Case:
 
     @property
     def is_ragged(self) -> bool:
-        """Some group holds different lengths along the gather dim (in an all-to-all: sends
-        different split sizes)."""
+        """Some group holds different lengths along the gather dim (an all-to-all: sends different splits)."""
         if self.collective == "all-to-all" and any(len({n for m in group for n in self.ranks[m].splits}) > 1
                                                    for group in self.layout()):
             return True
@@ -247,10 +224,8 @@ class Case:
         return not self.members(rank)
 
     def without(self, rank: int) -> Case | None:
-        """This case with rank ``rank`` gone and the ranks after it renumbered, its group layout
-        kept (a group left empty is dropped); ``None`` where that is no case: the last rank, or a
-        layout left with no group.  In an all-to-all the other members of its group no longer
-        send it their split for it (their inputs shorten by as much)."""
+        """This case with rank ``rank`` gone and the later ranks renumbered, empty groups dropped
+        (in an all-to-all its peers no longer send it their split); ``None`` if that is no case."""
         if self.world_size == 1:
             return None
         groups = tuple(group for group in (tuple(m - (m > rank) for m in g if m != rank) for g in self.groups) if group)
@@ -260,8 +235,7 @@ class Case:
         return replace(self, ranks=tuple(ranks[:rank] + ranks[rank + 1:]), groups=groups)
 
     def _not_sending_to(self, sender: int, gone: int) -> RankSpec:
-        """``sender``'s spec once ``gone`` left its group: in an all-to-all, without its split for
-        ``gone`` and that much shorter along the dim; otherwise as it is."""
+        """``sender``'s spec once ``gone`` left its group (an all-to-all's loses its split for ``gone``)."""
         spec, members = self.ranks[sender], self.members(sender)
         if self.collective != "all-to-all" or gone not in members or sender == gone or not spec.splits:
             return spec
@@ -271,10 +245,8 @@ class Case:
         return replace(spec, shape=tuple(shape), splits=spec.splits[:at] + spec.splits[at + 1:])
 
     def merged(self, rank: int) -> Case | None:
-        """This case with rank ``rank``'s length along the gather dim added to the member before
-        it in its group, and ``rank`` gone (:meth:`without`): the group gathers as many elements
-        on one rank fewer.  ``None`` for a first member, an idle rank, a 0-d input, an all-to-all
-        (what a rank sends is split over its group: there is no one length to move)."""
+        """This case with rank ``rank``'s length added to the member before it and ``rank`` gone: as
+        many elements on one rank fewer.  ``None`` where there is no such member or length to move."""
         members = self.members(rank)
         smaller = self.without(rank)
         if (smaller is None or not self.ndim or not members or members[0] == rank
@@ -313,8 +285,7 @@ class Case:
         return self.ranks[rank].shape
 
     def output_shape(self, rank: int) -> tuple[int, ...]:
-        """What rank ``rank`` gets (its cotangent's shape): the gathered tensor, its slot of the
-        reduction, or the rows every member sends it."""
+        """What rank ``rank`` gets (its cotangent's shape)."""
         if self.collective == "reduce-scatter":
             return self.ranks[rank].shape
         if self.collective == "all-to-all":
@@ -335,9 +306,8 @@ class Case:
         return [self.ranks[s].splits[members.index(rank)] for s in members]
 
     def sent_rows(self, sender: int, receiver: int) -> int:
-        """All-to-all: how long the piece from ``sender`` is along ``dim`` in ``receiver``'s result:
-        the rows it sends (a one-dim all-to-all), or its whole length (a re-layout); together,
-        ``receiver``'s ``output_split_sizes``."""
+        """All-to-all: the length along ``dim`` of ``sender``'s piece in ``receiver``'s result (its
+        whole length in a re-layout); together, ``receiver``'s ``output_split_sizes``."""
         if self.relayout:
             return self.lengths[sender]
         return self.ranks[sender].splits[self.members(sender).index(receiver)]
@@ -353,12 +323,7 @@ class Case:
         return sum(self.sent_rows(m, receiver) for m in members[: members.index(sender)])
 
     def describe(self) -> str:
-        """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``.
-
-        A group layout shows as ``groups={1,3}+{0}``, an idle rank as ``r2 idle``, a
-        convention other than ``tensor`` as ``output=list``, the world group passed to an
-        optional group parameter as ``group=WORLD``.
-        """
+        """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``."""
         dims = f"dim={self.dim}" if self.scatter_dim is None else f"scatter_dim={self.scatter_dim} gather_dim={self.dim}"
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} {dims} grad={self.grad}"
         if self.collective != "gather":
@@ -381,9 +346,8 @@ class Case:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        """The case as plain data; ``world_group``, ``collective``, ``op``, ``scatter_dim`` and a rank's ``splits``
-        only when not their defaults, so every other case reads (and hashes, as the sampled
-        stability calls do) as it did before the fields existed."""
+        """The case as plain data; later fields only when not their defaults, so older cases read
+        (and hash, as the sampled stability calls do) as they always did."""
         data = asdict(self)
         for name in ("world_group", "collective", "op", "scatter_dim"):
             if data[name] == Case.__dataclass_fields__[name].default:
@@ -417,58 +381,27 @@ def make_input(
     """Rebuild rank ``rank``'s input: values from its recipe, laid out as its spec says.
 
     With ``requires_grad`` the *base* tensor is the leaf, so a non-contiguous input is a
-    differentiable view, as it would be in a model.  ``companion`` gives the same shape and
-    layout with every bit inverted: the input of the second call of the stability check,
-    which differs from the first in every element, so a shared output buffer shows.
+    differentiable view, as in a model.  ``companion``: every bit inverted, so a shared output
+    buffer shows in the second call.
     """
-    x = _lay_out(input_values(case, rank, companion=companion), case.ranks[rank].layout, requires_grad)
+    x = lay_out(input_values(case, rank, companion=companion), case.ranks[rank].layout, requires_grad)
     return x if device is None else x.to(device)
 
 
 def input_values(case: Case, rank: int, *, companion: bool = False) -> torch.Tensor:
     """Rank ``rank``'s input values, contiguous, in its shape: what a reference needs (a layout
-    changes no value).  Possibly kept for the next build (:func:`_values`): never to be written to."""
+    changes no value).  Possibly kept for the next build (:func:`shared_values`): never to be written to."""
     spec = case.ranks[rank]
     shape = case.input_shape(rank)
-    values = _values(spec.values, torch_dtype(case.dtype), math.prod(shape), rank, spec.seed)
+    values = shared_values(spec.values, torch_dtype(case.dtype), math.prod(shape), rank, spec.seed)
     if companion:
-        values = _companion(values, reduction=COLLECTIVES[case.collective].reduces)
+        values = companion_values(values, reduction=COLLECTIVES[case.collective].reduces)
     return values.reshape(shape)
 
 
-#: Inputs of at most this many bytes have their values kept (:func:`_values`).
-KEPT_VALUES_BYTES = 1 << 18
-
-
-def _values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
-    """The values of an input, never to be written to: one case rebuilds a rank's input for its
-    call, for the reference on every rank of its group and for the untouched-input check, and
-    a recipe costs more than a copy (a batch of small cases spent a third of a rank's time here)."""
-    if n * dtype.itemsize > KEPT_VALUES_BYTES:
-        return make_values(recipe, dtype, n, rank=rank, seed=seed)
-    return _kept_values(recipe, dtype, n, rank, seed)
-
-
-@functools.lru_cache(maxsize=64)
-def _kept_values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
-    return make_values(recipe, dtype, n, rank=rank, seed=seed)
-
-
-def _companion(values: torch.Tensor, *, reduction: bool) -> torch.Tensor:
-    """The companion values: every bit inverted, or for a reduction's floats the negation."""
-    if values.dtype == torch.bool:
-        return values.logical_not()
-    if reduction and (values.is_floating_point() or values.is_complex()):
-        return values.neg()
-    return values.view(torch.uint8).bitwise_not().view(values.dtype)
-
-
 def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch.Tensor:
-    """The cotangent C_rank that rank ``rank`` feeds to ``Y.backward``; different on every rank.
-
-    Shaped like what the rank gets (:meth:`Case.output_shape`): for a gather the
-    concatenation in its group, or the ``(G, ...)`` stack for ``stack`` results.
-    """
+    """The cotangent rank ``rank`` feeds to ``Y.backward``, shaped as :meth:`Case.output_shape`;
+    different on every rank."""
     spec = case.ranks[rank]
     dtype = torch_dtype(case.dtype)
     shape = case.output_shape(rank)
@@ -477,38 +410,8 @@ def make_cotangent(case: Case, rank: int, *, device: str | None = None) -> torch
         values = small_ints(n, rank, spec.seed, dtype)
     else:
         values = normal(n, rank, spec.seed, dtype)
-    c = _lay_out(values.reshape(shape), spec.cotangent_layout, requires_grad=False)
+    c = lay_out(values.reshape(shape), spec.cotangent_layout, requires_grad=False)
     return c if device is None else c.to(device)
-
-
-# ---------------------------------------------------------------------------------------------
-# layouts
-
-
-def _lay_out(values: torch.Tensor, layout: str, requires_grad: bool) -> torch.Tensor:
-    """Place ``values`` (contiguous, final shape) into a new tensor with the given layout (never a
-    view of ``values``, which may be kept for the next build: :func:`_values`)."""
-    shape = tuple(values.shape)
-    if not shape and layout != "contiguous":
-        layout = "offset"  # a 0-d tensor has no strides to play with, only a place in its storage
-    if layout == "transposed" and len(shape) >= 2:
-        base = values.permute(*reversed(range(len(shape)))).clone(memory_format=torch.contiguous_format)
-        return _leaf(base, requires_grad).permute(*reversed(range(len(shape))))
-    if layout in ("strided", "transposed"):
-        wide = shape[:-1] + (2 * shape[-1],)
-        base = torch.full(wide, _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
-        base[..., ::2] = values
-        return _leaf(base, requires_grad)[..., ::2]
-    if layout == "offset":
-        pad = 3
-        base = torch.full((values.numel() + pad,), _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
-        base[pad:] = values.reshape(-1)
-        return _leaf(base, requires_grad)[pad:].view(shape)
-    return _leaf(values.clone(), requires_grad)
-
-
-def _leaf(base: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    return base.requires_grad_(True) if requires_grad else base
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:

@@ -1,21 +1,12 @@
 """The properties: compare what each rank observed with the reference.
 
 Each property is a named check returning :class:`~harness.core.compare.Violation` objects; nothing
-here raises, so the CLI, the pytest plugin, the report and repro scripts decide what a
-violation means.  How one tensor is compared with another, and the text of a difference, is
-:mod:`harness.core.compare`.
+here raises: callers decide what a violation means.  ``stable`` and ``repeatable`` compare a
+result with the first copy of itself, never the reference, so they fire only for what changes
+between calls, not for what ``values``/``bits`` already explain.
 
-``values`` is numeric equality (NaN equals NaN, -0.0 equals +0.0), right for a gather that
-builds its result with arithmetic (zero-fill + ``all_reduce``); ``bits`` is raw-byte
-identity (signed zeros, NaN payloads, the bytes of bools), right for a data-movement op, and
-can be waived per contract.  ``stable`` and ``repeatable`` compare a result with the *first
-copy of itself*, never with the reference, so they fire only for what changes between
-calls, not for what ``values``/``bits`` already explain; the second call's own result (on
-the companion input) is judged by ``dtype``/``shape``/``values``/``bits`` like the first.
-
-This module is embedded in repro scripts, which run exactly these comparisons: it imports
-only torch and the other embedded modules (``case``, ``compare``, ``contract``, ``outputs``,
-``procedure``, ``reference``), relatively.
+Embedded in repro scripts, which run exactly these comparisons: imports only torch and other
+embedded modules, relatively.
 """
 
 from __future__ import annotations
@@ -67,11 +58,9 @@ _PHASE_PROPERTY = {"setup": "no-hang-no-crash", "forward": "values", "backward":
 def check_outcome(outcome: Outcome, *, bits: bool = True) -> list[Violation]:
     """Every in-contract property, for every rank; empty when the case passed.
 
-    A rank that raised is reported under the property of the phase it raised in, first,
-    whether its peers then blocked (a fault of kind ``exception``) or returned: which of the
-    two the controller sees can be a race (a peer going on alone through collectives on
-    empty tensors may finish or be caught waiting), and the same failure must land in the
-    same place every time, or shrinking it would stop at the first flip.
+    A rank that raised is reported under its phase's property first, whether its peers then
+    blocked or returned (a race): the same failure must land in the same place every time, or
+    shrinking would stop at the first flip.
     """
     if outcome.fault == "exception":
         return _raised_while_others_wait(outcome)
@@ -190,11 +179,8 @@ def _expected_grad(case: Case, rank: int, contract: str) -> reference.ExpectedGr
 
 
 def precompute_reference(case: Case, *, stability: bool) -> None:
-    """Compute (into the caches) what :func:`check_outcome` will compare ``case``'s results with.
-
-    The pool calls this while the ranks run the case, so the reference costs no wall time of
-    its own: the driver would otherwise only wait.  ``stability``: the companion call runs too.
-    """
+    """Compute (into the caches) what :func:`check_outcome` will compare ``case``'s results with,
+    while the ranks run it: the driver would otherwise only wait."""
     for rank in range(case.world_size):
         if case.idle(rank):
             continue
@@ -212,12 +198,9 @@ def gradients_checked(case: Case) -> bool:
 
 
 def check_input_untouched(case: Case, result: RankResult) -> list[Violation]:
-    """Values, strides and, where gradients are checked, the version counter of the input.
-
-    A call that writes into its input and leaves the same values there (``tensor_list[rank]
-    = x; dist.all_gather(tensor_list, x)``) passes a comparison of values; the version counter
-    still moved, and autograd checks it.  Without gradients it is a note (:data:`IN_PLACE_NOTE`, :func:`outcome_notes`).
-    """
+    """Values, strides and, where gradients are checked, the version counter of the input: a call
+    writing the same values back into it still moves the counter, and autograd checks it.
+    Without gradients it is a note (:data:`IN_PLACE_NOTE`)."""
     r = result.rank
     if result.input_stride_after is not None:
         return [Violation("inputs-untouched", "mismatch", r, f"input.stride()={result.input_stride_after} changed by the call on rank {r}")]
@@ -321,12 +304,8 @@ def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
 
 
 def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
-    """The gradient contracts (local, sum, mean) the returned gradients match on every rank.
-
-    ``None`` when the case says nothing about gradients (a fault, an exception, a dtype
-    without gradients); an empty set when gradients came back matching none of them.
-    A case can match several (at W=1 all three coincide); callers intersect over cases.
-    """
+    """The gradient contracts (local, sum, mean) the returned gradients match on every rank;
+    ``None`` when the case says nothing about gradients.  Callers intersect over cases."""
     case = outcome.case
     if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
         return None

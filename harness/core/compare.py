@@ -1,14 +1,11 @@
 """Comparing what a rank returned with what it should have: dtype and shape, then values, then bits.
 
-Comparisons are vectorised; the text naming the first bad element is built only when a
-comparison fails, in the house form ``<what>=<got>, but should be <expected> on rank r``.
-A difference is a :class:`Violation` of the property the caller names.  ``values`` is numeric
-equality (:func:`value_equal`: NaN equals NaN, -0.0 equals +0.0; a float reduction within its
-bound), ``bits`` raw-byte identity (:func:`bitwise_equal`: signed zeros, NaN payloads, the
-bytes of bools).  :mod:`harness.core.checks` decides which comparison each property makes.
+Comparisons are vectorised; the text naming the first bad element is built only on failure.
+``values`` is numeric equality (:func:`value_equal`: NaN equals NaN, -0.0 equals +0.0; a float
+reduction within its bound), ``bits`` raw-byte identity (:func:`bitwise_equal`: signed zeros,
+NaN payloads, the bytes of bools).
 
-This module is embedded in repro scripts: it imports only torch and the other embedded
-modules (``reference``), relatively.
+Embedded in repro scripts: imports only torch and other embedded modules, relatively.
 """
 
 from __future__ import annotations

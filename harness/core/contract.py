@@ -43,11 +43,8 @@ GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint")
 
 @dataclass(frozen=True)
 class Collective:
-    """One kind of collective the harness checks (``--collective``), as every module that needs it reads it.
-
-    What each rank holds and gets is :class:`harness.core.case.Case`'s (``input_shape``,
-    ``output_shape``), what is right is :mod:`harness.reference`'s; this row says the rest.
-    """
+    """One kind of collective the harness checks (``--collective``); shapes are
+    :class:`harness.core.case.Case`'s, what is right :mod:`harness.reference`'s."""
 
     name: str
     #: What rank r gets, for ``--collective``'s help.
@@ -147,11 +144,8 @@ def check_literal(name: str, value: str, option: str = "--kwarg") -> None:
 
 
 def literal_kwargs(values: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
-    """``{"sync_grads": True}`` -> ``(("sync_grads", "True"),)``: values as the literal source ranks evaluate.
-
-    Only values that read back equal from their ``repr`` travel: numbers, strings, bytes,
-    ``True``/``False``/``None``, and tuples, lists, dicts and sets of them.
-    """
+    """``{"sync_grads": True}`` -> ``(("sync_grads", "True"),)``: only values whose ``repr`` reads
+    back equal travel to the ranks."""
     pairs = []
     for name, value in values.items():
         text = repr(value)
@@ -168,38 +162,17 @@ def literal_kwargs(values: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
 
 @dataclass(frozen=True)
 class Contract:
-    """What a gather variant claims, and how it is called.
+    """What a gather variant claims, and how it is called (the options are docs/checking.md's).
 
-    - ``ragged``: ranks may hold different lengths along ``dim``; equal-only variants are
-      probed with ragged input only under ``--probe-misuse``.
-    - ``dims``: ``"any"`` (any dim, negative included) or one fixed dim (``"0"``, ``"-1"``, ...): a
-      target that works along that dim only (Megatron's tensor-parallel gathers: the last).
-    - ``dtypes``: the dtype names the variant claims to handle.
-    - ``grad``: the gradient contract: ``none``, ``local``, ``sum`` or ``mean`` (see docs/properties.md).
-    - ``output``: how its result reads (``tensor``, ``list``, ``stack``, ``first``), or
-      ``auto`` to let the probe detect it.
-    - ``groups``: cases also draw subgroup layouts and pass ``group=`` to the target; ``None``
-      (the options' default) until the probe decides: on when the target takes a group.
-    - ``mesh``: with ``groups``, the layouts are the groups of one dimension of a 2-D device
-      mesh over the world (contiguous blocks or strided sets of n ranks, n dividing W, no
-      idle rank): what a mesh-dimension gather can be given.
-    - ``kwargs``: fixed arguments passed on every call, ``(name, literal source)`` pairs
-      (``--kwarg sync_grads=True``): part of what is checked, so part of :meth:`describe`.
-    - ``bits``: results must be bit-identical to the reference (signed zeros, NaN payloads,
-      bool bytes), not only equal in value; ``False`` for gathers built with arithmetic.
-      What is judged, not what is drawn: it is left out of :meth:`describe`.
-    - ``optional_group``: set by the probe when the target's group parameter has a default:
-      cases draw whether it is passed (a layout with ``groups``, else ``Case.world_group``).
-    - ``collective``: what the target computes (:data:`COLLECTIVES`); ``op``: the reduction of
-      a reduce-scatter (``sum``, ``mean``, ``max``).  The default dtypes of a reduction are
-      the ones it is defined for (:data:`OP_DTYPES`).
-    - ``scatter_dim``, ``gather_dim``: an all-to-all that is a re-layout (:attr:`relayout`):
-      the dim split into W pieces and the dim the pieces received are concatenated along, each
-      ``"any"`` (drawn over the input's dims, negative ones included) or a fixed dim; ``""``
-      both: a one-dim all-to-all, until the probe finds a target taking both dims.  The gather
-      dim is the one ranks may hold different lengths along (a case's ``dim``).
-    - ``ndims``: the (low, high) dims of drawn inputs; ``None``: :attr:`ndim_range`'s default.
-    - ``compile``: the target is called through ``torch.compile`` (``--compile``).
+    - ``dims``: ``"any"`` or one fixed dim: a target that works along that dim only.
+    - ``groups``: cases also draw subgroup layouts and pass ``group=``; ``None`` until the probe
+      decides.  ``mesh``: those layouts are one dimension of a 2-D device mesh.
+    - ``kwargs``: fixed ``(name, literal source)`` arguments: part of what is checked, so of :meth:`describe`.
+    - ``bits``: results must be bit-identical, not only equal in value (``False`` for gathers built
+      with arithmetic); what is judged, not drawn, so not in :meth:`describe`.
+    - ``optional_group``: the probe found the group optional: cases draw whether it is passed.
+    - ``scatter_dim``, ``gather_dim``: an all-to-all that is a re-layout (:attr:`relayout`), each
+      ``"any"`` or a fixed dim; ``""`` both: a one-dim all-to-all.
     """
 
     ragged: bool = True
@@ -312,8 +285,8 @@ class Contract:
 
     @property
     def relayout(self) -> bool:
-        """An all-to-all that scatters one dim and gathers the pieces along another (``--scatter-dim``,
-        ``--gather-dim``): sequence-parallel attention's heads-for-sequence exchange."""
+        """An all-to-all that scatters one dim and gathers the pieces along another: sequence-parallel
+        attention's heads-for-sequence exchange."""
         return bool(self.scatter_dim or self.gather_dim)
 
     @property
@@ -328,8 +301,7 @@ class Contract:
 
     @property
     def drawn_dims(self) -> str:
-        """What a case's dim (the one ranks differ along; a re-layout's gather dim) is drawn from:
-        ``"0"``, ``"any"`` or one fixed dim."""
+        """What a case's dim (a re-layout's gather dim) is drawn from: ``"any"`` or one fixed dim."""
         if self.relayout:
             return str(self.fixed_dims.get("gather", "any"))
         return self.dims
@@ -357,9 +329,8 @@ class Contract:
 
     @property
     def ndim_range(self) -> tuple[int, int] | None:
-        """The dims of drawn inputs (``--ndims``; default 1-4, a re-layout's 3-4: batch, sequence and
-        heads); narrowed to the inputs that have the fixed dim (``--dims -3``: 3-d and up), or a
-        re-layout's fixed dims as two different dims (``None``: none has)."""
+        """The dims of drawn inputs (default 1-4, a re-layout's 3-4), narrowed to inputs that have the
+        fixed dims as different dims (``None``: none has)."""
         low, high = self.ndims or ((3, NDIMS[1]) if self.relayout else NDIMS)
         if self.fixed_dim is not None:  # a fixed dim needs inputs that have it: dim 2 and dim -3 need 3 dims
             low = max(low, self.fixed_dim + 1 if self.fixed_dim >= 0 else -self.fixed_dim)
@@ -389,8 +360,7 @@ class Contract:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64 output=list groups``
-        (fixed arguments last: ``kwargs(sync_grads=True)``)."""
+        """One short line, e.g. ``ragged dims=any grad=sum dtypes=float32,float64 output=list groups``."""
         dtypes = "all" if self.dtypes == ALL_DTYPES else ",".join(self.dtypes)
         ragged = "ragged" if self.ragged else "equal-only"
         extra = ("" if self.output == "auto" else f" output={self.output}") + (" groups" if self.groups else "")

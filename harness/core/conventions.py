@@ -1,47 +1,25 @@
-"""Calling conventions: how a gather is called, and how its result reads.
+"""Calling conventions: how a target is called, as plain data, and the roles its arguments take.
 
-Published gathers are written many ways; this module makes the call their authors' callers
-make, without glue from the user (:class:`Call`, planned from the signature by :func:`plan_call`):
-
-- x goes to the first parameter; every other argument is **bound by name, never by position
-  or guess** (:data:`ROLE_NAMES`): the gather dim, the process group, this rank's rank in the
-  group passed, that group's size; ``--kwarg NAME=LITERAL`` fixes others.  A required
-  parameter the harness cannot supply, or a second dim parameter left to its default, is a
-  :class:`Misfit` naming it and the option that would supply it.
-- Parameters before x named like a group, a rank, a world size or an output list are passed
-  by position first (:attr:`Call.leading`); an ``autograd.Function`` is called through
-  ``.apply``, an ``nn.Module`` through ``forward``.
-- An optional group is exercised both ways callers write it (``Case.world_group``;
-  :meth:`Call.forms` lists every call made).
-- A first parameter that takes a list (reduce-scatter, all-to-all) gets x split into the
-  pieces its callers pass, views of x (:attr:`Call.split_input`).
-- How the result reads (``tensor``, ``list``, ``stack``, ``first``) is :mod:`harness.core.outputs`.
-
-**As written versus inferred.**  An argument bound by its parameter's name, or fixed by the
-user, is passed as written: a failure with it is the target's.  An argument passed to a
-parameter that does not name it (``f(*args)`` called ``f(x, dim)``) is inferred
-(:attr:`Call.inferred`): a probe failure with it is the harness's guess gone wrong, exit 2,
-never a finding.  A target that fits no convention raises :class:`Misfit` (exit 2).
+Published gathers are written many ways; the harness makes the call their authors' callers make,
+without glue from the user.  A :class:`Call` is planned once from the target's signature, every
+argument bound by name (:func:`harness.core.binding.plan_call`), and travels to the ranks and into
+repro scripts, where :meth:`Call.invoke` makes it.  An argument passed to a parameter that does
+not name it (``f(*args)`` called ``f(x, dim)``) is inferred (:attr:`Call.inferred`): a probe
+failure with it is the harness's guess gone wrong, exit 2, never a finding.  How the result reads
+is :mod:`harness.core.outputs`.
 
 Embedded in repro scripts: it imports only torch and the standard library.
-
-One concern: the call, planned from a signature (every role bound by name, :class:`_Planner`) and
-made; reading a result is :mod:`harness.core.outputs`.
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from .errors import Misfit
 
 #: The arguments the harness binds by a parameter's name: role -> the names that take it.
 ROLE_NAMES: dict[str, tuple[str, ...]] = {
@@ -58,50 +36,26 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
 #: A re-layout's gather dim: beside a parameter named like a scatter dim (``ROLE_NAMES["scatter_dim"]``),
 #: the parameter named like this takes the case's dim (the one the pieces are concatenated along).
 GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")
-#: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
-LIST_NAMES: tuple[str, ...] = ("input_list", "tensor_list", "input_tensor_list", "input_tensors", "tensors",
-                               "chunks", "pieces")
-#: An annotation that says "a list": ``list[Tensor]``, ``List[Tensor]``, ``Sequence[Tensor]``, ``tuple[...]``.
-_LIST_ANNOTATION = re.compile(r"^(?:typing\.|collections\.abc\.)?(?:list|List|tuple|Tuple|Sequence|MutableSequence)\b")
-#: The roles every collective binds; the others are bound only for the collectives that have
-#: them (``Collective.roles``): a gather's ``splits`` parameter is its own business.
-BASE_ROLES: tuple[str, ...] = ("dim", "group", "rank", "world_size")
-#: Dim names only a neighbour of the gather reads as its dim (a gather's ``scatter_dim`` is not its dim);
-#: ``scatter_idx``/``gather_idx`` are DeepSpeed-Ulysses' and yunchang's names.
-_NEIGHBOUR_DIM_NAMES = ("scatter_dim", "split_dim", "scatter_idx", "gather_idx")
-#: A parameter named like a dim (``seq_dim``, ``head_axis``, a neighbour's dim names): one the
-#: collective does not bind would be left at a default the harness does not understand, and the
-#: call would differ from the one checked, so it is bound, fixed with ``--kwarg``, or refused.
-_DIM_LIKE = re.compile(r"^(?:\w+_)?(?:dim|axis)$|^(?:scatter|gather|split)_idx$|^dimension$")
-#: A default's ``<module.Class object at 0x...>`` repr, shown as ``<module.Class>`` in messages.
-_OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-f]+>")
 #: The role of a parameter given a fixed value (``--kwarg NAME=LITERAL``).
 FIXED = "fixed"
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+#: The collective whose split sizes a role holds: a parameter of that name says which collective a target computes.
+COLLECTIVE_OF_ROLE = {"split_sizes": "reduce-scatter", "input_split_sizes": "all-to-all",
+                      "output_split_sizes": "all-to-all"}
+#: The roles that tell a target the sizes of a ragged collective.
+SPLIT_ROLES = frozenset(COLLECTIVE_OF_ROLE)
 
 
 @dataclass(frozen=True)
 class Call:
     """How to call a target: plain data (JSON-able), so it travels to ranks and into repro scripts.
 
-    - ``name``: what is called, for messages (``gather``, ``AllGatherGrad.apply``).
-    - ``positional``: ``(parameter, role)`` of each argument after x passed by position, in
-      order; ``keywords``: those passed as ``parameter=``.  Roles: ``dim``, ``group``,
-      ``rank``, ``world_size`` (:data:`ROLE_NAMES`) and ``fixed`` (the value is in ``kwargs``).
-    - ``kwargs``: ``(name, literal source)`` of the fixed arguments, evaluated afresh per call.
-    - ``group_optional``: the group has a default and may be left out: a case without a
-      layout passes it (the world group) only when it says so (``Case.world_group``); a
-      group without a default is always passed.
-    - ``inferred``: roles passed to a parameter that does not name them (see the module docstring).
-    - ``apply``: an ``autograd.Function`` subclass, called as ``.apply(...)``; ``module``: an
-      ``nn.Module`` instance.  ``signature``: the signature as written, for messages.
-    - ``split_input``: the split-size role x is split by into the list passed first (``""``:
-      x itself is passed), see the module docstring.
-    - ``leading``: ``(parameter, role)`` of the arguments passed by position *before* x: a
-      group taken first, as in ``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``.
-    - ``compiled``: the target is called through ``torch.compile`` (``--compile``), one compiled
-      wrapper per target object, as a user would wrap it once.
+    - ``positional``/``keywords``: ``(parameter, role)`` of each argument after x passed by
+      position, in order, or by name; ``fixed`` roles take their literal from ``kwargs``.
+    - ``group_optional``: the group has a default: a case without a layout passes it only when
+      it says so (``Case.world_group``).
+    - ``split_input``: the split-size role x is split by into the list passed first (``""``: x).
+    - ``leading``: ``(parameter, role)`` passed by position *before* x, as in
+      ``SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)``.
     """
 
     name: str = "f"
@@ -163,29 +117,23 @@ class Call:
 
     def arguments(self, first: Any, value: Callable[[str, str], Any],
                   pass_group: bool) -> tuple[list[Any], dict[str, Any]]:
-        """The call's positional arguments, ``first`` (x, or what stands for it) in its place, and
-        its keyword arguments, each other one's ``value(parameter, role)``: the one order that
-        :meth:`describe`, :meth:`invoke` and the minimal repro's source all write."""
+        """The call's arguments, ``first`` in x's place and ``value(parameter, role)`` for the others:
+        the one order :meth:`describe`, :meth:`invoke` and the minimal repro's source all write."""
         positional, keywords = self.passed(pass_group)
         args = [value(parameter, role) for parameter, role in self.leading] + [first]
         args += [value(parameter, role) for parameter, role in positional]
         return args, {parameter: value(parameter, role) for parameter, role in keywords}
 
     def passed(self, pass_group: bool) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
-        """The ``(parameter, role)`` pairs passed after x, by position and by keyword, when the
-        case passes a group (``pass_group``) or not: an optional group is left out unless it does."""
+        """The ``(parameter, role)`` pairs passed after x, by position and by keyword; an optional
+        group is left out unless ``pass_group``."""
         return (tuple(pair for pair in self.positional if self._passes(pair[1], pass_group)),
                 tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
                sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None) -> Any:
-        """Call ``target`` on ``x`` this way.
-
-        ``pass_group``: the case passes a group (its layout's, or the world group it asks for);
-        a group without a default is passed anyway.  ``group`` ``None`` means the world group.
-        ``sizes``: the split-size lists of the case for this rank, by role (a fresh list per call).
-        ``scatter_dim``: a re-layout's, the dim x is split along (``None``: ``dim``).
-        """
+        """Call ``target`` on ``x`` this way; ``group`` ``None`` is the world group, ``sizes`` the
+        case's split sizes for this rank by role (a fresh list per call)."""
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
@@ -254,325 +202,3 @@ def rows_shape(shape: Any, dim: int, rows: int) -> list[int]:
     shape = list(shape)
     shape[dim] = rows
     return shape
-
-
-def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str, str], ...] = (),
-              name: str = "", roles: tuple[str, ...] = ()) -> Call:
-    """The :class:`Call` for ``target``, read from its signature; :class:`Misfit` if none fits.
-
-    ``needs_group``: the harness will pass a process group (``--groups``), so the target
-    must take one.  ``kwargs``: the fixed arguments, ``(name, literal source)``; each must
-    name a parameter the harness does not bind itself (or the target takes ``**kwargs``).
-    ``name``: what to call a target without a ``__name__`` (a partial, a module instance)
-    in messages: the attribute it was selected by.  ``roles``: the roles the collective binds
-    besides :data:`BASE_ROLES` (``Collective.roles``), whose dim may also be named
-    ``scatter_dim`` or ``split_dim``; the first of them splits x for a target taking a list.
-    """
-    names = _role_names(roles)
-    list_role = roles[0] if roles else ""
-    if inspect.isclass(target):
-        if not issubclass(target, torch.autograd.Function):
-            raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
-                         f"it; pass a function that calls it (or an instance, if it is an nn.Module)")
-        signature = _forward_signature(target)
-        return _Planner(f"{target.__name__}.apply", signature, kwargs, names, apply=True,
-                        list_role=list_role).plan(needs_group)
-    if not callable(target):
-        raise Misfit(f"{target!r} is of type {type(target).__name__}, not a callable "
-                     + ("collective" if roles else "gather"))
-    module = isinstance(target, torch.nn.Module)
-    name = getattr(target, "__name__", None) or name or type(target).__name__
-    try:
-        signature = inspect.signature(target.forward if module else target)
-    except (TypeError, ValueError):
-        return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
-    return _Planner(name, signature, kwargs, names, module=module, list_role=list_role).plan(needs_group)
-
-
-def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The names that take each role for a collective binding ``roles`` besides the base ones."""
-    names = {role: ROLE_NAMES[role] for role in BASE_ROLES + roles}
-    if roles:
-        names["dim"] += _NEIGHBOUR_DIM_NAMES
-    return names
-
-
-def _takes_list(parameter: inspect.Parameter) -> bool:
-    """Whether x's parameter says it takes a list of pieces: by its annotation or its name."""
-    annotation = parameter.annotation
-    if isinstance(annotation, type):
-        written = annotation.__name__
-    else:
-        written = "" if annotation is inspect.Parameter.empty else str(annotation)
-    return bool(_LIST_ANNOTATION.match(written)) or parameter.name in LIST_NAMES
-
-
-def _forward_signature(function_class: type) -> inspect.Signature:
-    """``forward``'s signature without ``ctx`` (absent when the class defines ``setup_context``)."""
-    signature = inspect.signature(function_class.forward)  # type: ignore[attr-defined]
-    parameters = list(signature.parameters.values())
-    own_setup = function_class.setup_context is not torch.autograd.Function.setup_context  # type: ignore[attr-defined]
-    if not own_setup and parameters:
-        parameters = parameters[1:]  # ctx
-    return signature.replace(parameters=parameters)
-
-
-def _unnamed(name: str, written: str, kwargs: tuple[tuple[str, str], ...], needs_group: bool, *,
-             module: bool = False, apply: bool = False) -> Call:
-    """A signature that names no parameter (``f(*args, **kwargs)``, a builtin): the historical
-    ``f(x, dim)``, the dim inferred; fixed arguments by keyword, as the user named them."""
-    if needs_group:
-        raise Misfit(f"{written} names no group parameter, but --groups passes one by name: give the target a "
-                     f"'group' parameter (default None) or leave out --groups")
-    return Call(name=name, positional=(("", "dim"),), keywords=tuple((key, FIXED) for key, _ in kwargs),
-                kwargs=kwargs, inferred=("dim",), apply=apply, module=module, signature=written)
-
-
-class _Planner:
-    """Binds a signature's parameters by name (see the module docstring) and arranges the call."""
-
-    def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...],
-                 names: dict[str, tuple[str, ...]], *, apply: bool = False, module: bool = False,
-                 list_role: str = "") -> None:
-        self.name, self.signature, self.kwargs, self.names = name, signature, kwargs, names
-        self.list_role = list_role
-        self.apply, self.module = apply, module
-        self.written = _OBJECT_REPR.sub(r"<\1>", f"{name}{signature}")
-
-    def plan(self, needs_group: bool) -> Call:
-        parameters = list(self.signature.parameters.values())
-        if parameters and parameters[0].kind == inspect.Parameter.VAR_POSITIONAL:
-            return self._unnamed(needs_group)
-        first = next((p for p in parameters if p.kind in _POSITIONAL), None)
-        if first is None:
-            raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
-                         f"first, as in f(x) or f(x, dim)")
-        if first.name in ("self", "cls") and not (self.apply or self.module):
-            raise Misfit(f"{self.written} is a method (its first parameter is {first.name!r}), named through its "
-                         f"class: the harness has no instance to call it on; name an instance made at module level "
-                         f"(module:instance.{self.name}), or wrap it, e.g. def {self._wrapper()}(x, dim): return "
-                         f"MyClass(...).{self.name}(x, dim)")
-        leading = self._leading(parameters)  # f(group, x, ...), f(rank, world_size, outputs, inputs)
-        if leading:
-            first = parameters[len(leading)]
-        if first.name in _OUTPUT_NAMES:
-            raise Misfit(f"{self.written}: x would go to {first.name!r}, which names an output the caller allocates; "
-                         f"the harness fills only an all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}) "
-                         f"given before its input, so check it through a wrapper that allocates the output, passes "
-                         f"it and returns it, e.g. def {self._wrapper()}(x, dim): out = ...; {self.name}(out, x, ...); "
-                         f"return out")
-        rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
-        roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
-        split_input = self.list_role if self.list_role and _takes_list(first) else ""
-        self._check_dims(first, rest, roles)
-        if "scatter_dim" in roles.values() and "output_list" in [*roles.values(), *(role for _, role in leading)]:
-            raise Misfit(f"{self.written} takes a re-layout's two dims and an output list to fill: the harness "
-                         f"allocates an output list for a one-dim all-to-all only; check it through a wrapper that "
-                         f"allocates the pieces and returns them")
-        unmet = [p for p in rest if p.default is inspect.Parameter.empty and p.name not in roles]
-        if unmet:
-            raise Misfit(self._unmet(first, unmet))
-        if needs_group and "group" not in [*roles.values(), *(role for _, role in leading)]:
-            raise Misfit(f"{self.written} takes no group parameter (named {', '.join(ROLE_NAMES['group'])}), but "
-                         f"--groups passes one: add a 'group' parameter (default None) or leave out --groups")
-        bound = [p for p in rest if p.name in roles]
-        extra = [(key, FIXED) for key, _ in self.kwargs if key not in {p.name for p in rest}]  # into **kwargs
-        positional, keywords = self._arrange(rest, bound, roles)
-        group = next((p for p in bound if roles[p.name] == "group"), None)
-        optional = (group is not None and group.default is not inspect.Parameter.empty
-                    and (positional[-1:] == [(group.name, "group")] or (group.name, "group") in keywords))
-        return Call(name=self.name, positional=tuple(positional), keywords=tuple(keywords + extra),
-                    kwargs=self.kwargs, group_optional=optional, apply=self.apply, module=self.module,
-                    signature=self.written, split_input=split_input, leading=tuple(leading))
-
-    def _unnamed(self, needs_group: bool) -> Call:
-        accepts = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in self.signature.parameters.values())
-        if self.kwargs and (self.apply or not accepts):
-            key = self.kwargs[0][0]
-            raise Misfit(f"--kwarg {key}: {self.written} takes no parameter {key!r} by name")
-        return _unnamed(self.name, self.written, self.kwargs, needs_group, module=self.module, apply=self.apply)
-
-    def _bind(self, first: inspect.Parameter, rest: list[inspect.Parameter], var_keyword: bool) -> dict[str, str]:
-        """Parameter name -> role: a re-layout's two dims (:meth:`_relayout`), the first parameter
-        named like each other role, then the fixed ones."""
-        roles = self._relayout(rest)
-        for role, taken_by in self.names.items():
-            if role == "scatter_dim" or role in roles.values():
-                continue
-            taker = next((p for p in rest if p.name in taken_by and p.name not in roles), None)
-            if taker is not None:
-                roles[taker.name] = role
-        names = {p.name for p in rest}
-        for key, _ in self.kwargs:
-            if key == first.name:
-                raise Misfit(f"--kwarg {key}: {key!r} is the parameter x goes to in {self.written}")
-            if key in roles:
-                raise Misfit(f"--kwarg {key}: the harness passes {key!r} itself in {self.written} "
-                             f"({self._source(roles[key])}); leave out --kwarg {key}")
-            if key not in names and not (var_keyword and not self.apply):
-                raise Misfit(f"--kwarg {key}: {self.written} takes no parameter {key!r}"
-                             + (" (.apply passes arguments by position only)" if var_keyword else ""))
-            if key in names:
-                roles[key] = FIXED
-        return roles
-
-    def _source(self, role: str) -> str:
-        """Where the value of ``role`` comes from, in words that fit the collective checked."""
-        if role == "dim" and self._kind() == "gather":
-            return "the gather dim of each case; --dims N checks dim N only"
-        return _ROLE_SOURCE[role]
-
-    def _relayout(self, rest: list[inspect.Parameter]) -> dict[str, str]:
-        """An all-to-all's parameter named like a scatter dim beside one named like a gather dim
-        (``scatter_idx``/``gather_idx``, ``scatter_dim``/``gather_dim``): a re-layout, both bound
-        (the gather dim as ``dim``); otherwise nothing here, and one of them alone is the dim."""
-        if "scatter_dim" not in self.names:
-            return {}
-        scatter = next((p for p in rest if p.name in self.names["scatter_dim"]), None)
-        gather = next((p for p in rest if p.name in GATHER_DIM_NAMES), None)
-        if scatter is None or gather is None:
-            return {}
-        return {scatter.name: "scatter_dim", gather.name: "dim"}
-
-    def _leading(self, parameters: list[inspect.Parameter]) -> list[tuple[str, str]]:
-        """``(parameter, role)`` of the positional parameters before x: every one at the front
-        named like a group, a rank, a world size or an output list, as long as a positional
-        parameter for x follows (``f(group)`` alone takes x as its group: no match, no guess)."""
-        takers = {name: role for role, taken_by in self.names.items() if role in _LEADING_ROLES for name in taken_by}
-        leading: list[tuple[str, str]] = []
-        for parameter in parameters:
-            if parameter.kind not in _POSITIONAL or parameter.name not in takers:
-                break
-            leading.append((parameter.name, takers[parameter.name]))
-        following = parameters[len(leading):len(leading) + 1]
-        return leading if following and following[0].kind in _POSITIONAL else []
-
-    def _wrapper(self) -> str:
-        """A wrapper's name in messages: the kind of target, unless that is the target's own name
-        (``def gather(x, dim): return gather(x, ...)`` would call itself)."""
-        kind = self._kind()
-        return f"checked_{kind}" if self.name.rpartition(".")[2] == kind else kind
-
-    def _kind(self) -> str:
-        """What the target is, for a wrapper's name in messages: ``gather`` or ``collective``."""
-        return "collective" if "scatter_dim" in self.names["dim"] else "gather"
-
-    def _check_dims(self, first: inspect.Parameter, rest: list[inspect.Parameter], roles: dict[str, str]) -> None:
-        """Both or none: a second parameter named like a dim (``gather_dim`` beside ``scatter_dim``, a
-        ``seq_dim``, a gather's ``scatter_dim``) is :class:`Misfit` naming it, unless ``--kwarg`` fixes
-        it.  Left at its default, it would make another call than the one checked; given the same dim
-        as the first, a re-layout (scatter one dim, gather the pieces along another) is called as its
-        callers never call it (ColossalAI's ``all_to_all_comm`` then interleaves the pieces): a finding
-        must never come from an argument the harness does not understand."""
-        unbound = [p for p in rest if p.name not in roles and _DIM_LIKE.match(p.name)]
-        if not unbound:
-            return
-        parameter = unbound[0]
-        bound = next((name for name, role in roles.items() if role == "dim"), "")
-        default = ("" if parameter.default is inspect.Parameter.empty
-                   else f", left at its default {parameter.default!r},")
-        if bound and parameter.name in self.names["dim"]:  # two dims the harness knows: a re-layout
-            raise Misfit(f"{self.written} takes two dims, {bound!r} and {parameter.name!r}: a re-layout (scatter one "
-                         f"dim, gather the pieces along another), and the one-dim {self._kind()} checked here has one, "
-                         f"so {parameter.name!r} cannot be supplied: left at its default or given the same dim as "
-                         f"{bound!r}, it would make a call its callers never make, and a mismatch would be no finding; "
-                         f"a re-layout is an all-to-all: check it with --collective all-to-all, which binds both")
-        binds = f"binds the case's dim to {bound!r}" if bound else "binds none of its parameters to the case's dim"
-        other = "" if self._kind() != "gather" else (
-            f"; if {self.name} is an all-to-all or a reduce-scatter, say so with --collective (a neighbour binds "
-            f"{', '.join(_NEIGHBOUR_DIM_NAMES)} too)")
-        wrapper = f"def f({first.name}, dim): return {self.name}({first.name}, dim, {parameter.name}=dim)"
-        raise Misfit(f"{self.written}: {parameter.name!r} names a dim the harness cannot supply (it {binds}): "
-                     f"{parameter.name}{default} would make another call than the one checked, so it is not "
-                     f"judged{other}; if one value is right for every case, give it with --kwarg "
-                     f"{parameter.name}=LITERAL, or wrap the target, e.g. {wrapper}")
-
-    def _arrange(self, rest: list[inspect.Parameter], bound: list[inspect.Parameter],
-                 roles: dict[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """Which bound arguments go by position (``.apply``: all; positional-only parameters; a
-        dim right after x, as gathers are called: ``gather(x, 0)``) and which by keyword."""
-        if self.apply:
-            by_position = bound
-        else:
-            lead = [p for p in bound if p.kind == inspect.Parameter.POSITIONAL_ONLY]
-            dim_first = (bool(bound) and rest[0] is bound[0] and roles[bound[0].name] == "dim"
-                         and bound[0].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            by_position = lead or (bound[:1] if dim_first else [])
-        if by_position:
-            last = rest.index(by_position[-1])
-            skipped = [p for p in rest[: last + 1] if p not in by_position]
-            if skipped or any(p.kind == inspect.Parameter.KEYWORD_ONLY for p in by_position):
-                raise Misfit(self._unreachable(skipped, by_position[-1]))
-        keywords = [(p.name, roles[p.name]) for p in bound if p not in by_position]
-        return [(p.name, roles[p.name]) for p in by_position], keywords
-
-    def _unreachable(self, skipped: list[inspect.Parameter], last: inspect.Parameter) -> str:
-        how = ".apply passes arguments by position only" if self.apply else "positional-only parameters"
-        if not skipped:
-            return f"{self.written}: {how}, and {last.name!r} is keyword-only: wrap the target"
-        gap = skipped[0]
-        return (f"{self.written}: {how}, so passing {last.name!r} means passing {gap.name!r} before it; give it "
-                f"with --kwarg {gap.name}={gap.default!r} (its default) or wrap the target")
-
-    def _unmet(self, first: inspect.Parameter, unmet: list[inspect.Parameter]) -> str:
-        named = ", ".join(repr(p.name) for p in unmet)
-        return (f"{self.written} needs {named}, which the harness cannot supply: it passes x as {first.name!r} and "
-                f"binds by name only {_bound_by_name(self.names)}; " + "; ".join(self._hint(p) for p in unmet))
-
-    def _hint(self, parameter: inspect.Parameter) -> str:
-        collective = next((name for role, name in _COLLECTIVE_OF_ROLE.items()
-                           if parameter.name in ROLE_NAMES[role] and role not in self.names), "")
-        if collective:
-            return (f"{parameter.name!r} is how a {collective} is told its sizes: if {self.name} computes a "
-                    f"{collective}, check it with --collective {collective} (collective={collective!r} from Python)")
-        wrapper = f"def {self._wrapper()}(x, dim): return {self.name}(x, ...)"
-        if parameter.name in _OUTPUT_NAMES:
-            return (f"{parameter.name!r} looks like an output the caller allocates: the harness fills only an "
-                    f"all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}), so check it through a "
-                    f"wrapper that allocates it and returns it, e.g. {wrapper}")
-        annotation = parameter.annotation
-        shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-        if annotation is not inspect.Parameter.empty and "Tensor" in shown:
-            return (f"{parameter.name!r} is annotated {shown}: no literal is a tensor, so check it through a wrapper "
-                    f"that takes x alone, e.g. {wrapper}")
-        return (f"if one fixed value is right for every call, give it with --kwarg {parameter.name}=LITERAL "
-                f"(pytest --gather-kwarg, check_gather(kwargs=...)); an object, a tensor or a value that depends "
-                f"on the call needs a wrapper, e.g. {wrapper}")
-
-
-#: Names of an output the caller allocates that the harness does not fill (an all-to-all's list it does).
-_OUTPUT_NAMES = ("output", "out", "output_tensor", "out_tensor", "output_tensor_list", "output_list",
-                 "out_tensor_list", "output_tensors", "out_list")
-#: The roles a parameter before x may take (``_Planner._leading``).
-_LEADING_ROLES = ("group", "rank", "world_size", "output_list")
-#: The collective whose split sizes a role holds: a parameter of that name says which collective a target computes.
-_COLLECTIVE_OF_ROLE = {"split_sizes": "reduce-scatter", "input_split_sizes": "all-to-all",
-                       "output_split_sizes": "all-to-all"}
-#: The roles that tell a target the sizes of a ragged collective.
-SPLIT_ROLES = frozenset(_COLLECTIVE_OF_ROLE)
-#: What each role is, for messages.
-_ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_size": "the world size",
-              "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
-              "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
-              "scatter_dim": "a re-layout's scatter dim"}
-
-
-def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
-    """What the harness binds for a collective (``names``: role -> the names that take it), for
-    messages: ``a dim (dim, gather_dim, ...), a group (...), ... and the world size (...)``."""
-    parts = [f"{_ROLE_WHAT[role]} ({', '.join(taken_by)})" for role, taken_by in names.items()]
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-#: Where the value of a role comes from, for messages.
-_ROLE_SOURCE = {
-    "dim": "the dim of each case; --dims N checks dim N only, --gather-dim N a re-layout's gather dim N",
-    "scatter_dim": "a re-layout's scatter dim of each case; --scatter-dim N checks dim N only",
-    "group": "the world group, or each case's group with --groups",
-    "rank": "this rank within the group passed",
-    "world_size": "the size of the group passed",
-    "split_sizes": "each member's slot length along dim, from each case",
-    "input_split_sizes": "the rows this rank sends each member, from each case",
-    "output_split_sizes": "the rows each member sends this rank, from each case",
-    "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
-}

@@ -72,22 +72,13 @@ class RankCallFailed(PoolError):
 
 
 class PoolGone(BaseException):
-    """The ranks are gone for good: a remote job that did not come back after a fault, or local
-    sets that would not start again.
-
-    A ``BaseException``, like ``KeyboardInterrupt``, so that Hypothesis stops at once instead
-    of taking it for a failure of the code under test and shrinking it; the CLI reports it
-    as a harness error.
-    """
+    """The ranks are gone for good (a remote job that did not come back, local sets that would not
+    start again).  A ``BaseException``, so Hypothesis stops at once instead of shrinking it."""
 
 
 class CompileTimeout(BaseException):
-    """A case ran out of time while the target was still compiling (``torch.compile``): the case
-    was never run, so there is no verdict on it, only a timeout too short for the compiler.
-
-    A ``BaseException``, as :class:`PoolGone`, so that Hypothesis stops at once instead of
-    shrinking it as the target's failure; the command exits 2 with the flag that gives more time.
-    """
+    """A case ran out of time while the target was still compiling: no verdict, only a timeout
+    too short for the compiler.  A ``BaseException``, as :class:`PoolGone`."""
 
 
 def exit_status(exc: BaseException) -> Exit | None:

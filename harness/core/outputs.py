@@ -1,15 +1,10 @@
 """Output conventions: the ways a target's result reads (``--output``), and reading one.
 
-:data:`OUTPUTS` is the one table of them (what each means, what a result must be, one tensor
-or W per-rank pieces, equal shapes only); :func:`detect_output` names the convention a probe
-result fits, :func:`check_fits` and :func:`read` take a result apart for the checks and build
-the tensor gradients flow through.
+:data:`OUTPUTS` is the one table of them.  It is read where options are parsed, which never
+import torch (a mistyped option is answered in milliseconds), so torch is imported inside the
+functions that read a result, where a rank has it already.
 
-The table is read where options are parsed (:mod:`harness.core.contract`, :mod:`harness.settings.options`),
-which never import torch: a mistyped option is answered in milliseconds.  So torch is imported
-inside the functions that read a result, where a rank has it already.
-
-This module is embedded in repro scripts: it imports only torch and the standard library.
+Embedded in repro scripts: it imports only torch and the standard library.
 """
 
 from __future__ import annotations
@@ -90,12 +85,8 @@ def fits(result: Any, output: str, world: int) -> bool:
 
 
 def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
-    """The convention ``result`` fits, for input ``x`` (equal on every rank) gathered along ``dim``.
-
-    Raises :class:`Misfit` when none does.  A tensor shaped ``(W, *x.shape)`` that is not
-    also the concatenation's shape reads as ``stack``; any other tensor as ``tensor`` (a
-    wrong shape is then a finding, not a misfit).
-    """
+    """The convention ``result`` fits, for input ``x`` gathered along ``dim``, else :class:`Misfit`.
+    A tensor of any shape but the stack's reads as ``tensor``: a wrong shape is a finding."""
     import torch
 
     concatenated = list(x.shape)
@@ -133,12 +124,8 @@ def check_fits(result: Any, output: str, x: torch.Tensor, world: int, dim: int, 
 
 @dataclass
 class Reading:
-    """A result taken apart: ``pieces`` are compared with the reference, ``flowing`` carries gradients.
-
-    ``pieces`` is one tensor (``tensor``, ``stack``, ``first``: the result or its first
-    element) or W tensors (``list``); ``flowing`` is the tensor the rank calls backward on:
-    the concatenation along ``dim`` (``list``: of the pieces), or the stacked result.
-    """
+    """A result taken apart: ``pieces`` (one tensor, or W for ``list``) are compared with the
+    reference, ``flowing`` (the concatenation, or the stack) is what backward runs from."""
 
     pieces: list[torch.Tensor]
     flowing: torch.Tensor

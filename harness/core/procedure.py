@@ -1,20 +1,12 @@
 """What one rank does with one case: the one procedure behind every verdict, and every repro.
 
-A rank rebuilds its input from the case, calls the target the way its calling convention
-says, reads the result, runs the backward pass with its own cotangent, then calls the
-target twice more (on the companion input, every bit inverted, and on the same input
-again) and reports what it observed as a :class:`RankResult`.  It never decides whether the
-result is right: :mod:`harness.core.checks` does, on the driver, and -- from the very same
-sources -- inside a repro script, which embeds this module to run exactly what the harness ran.
+A rank rebuilds its input from the case, calls the target as its :class:`Call` says, runs the
+backward pass with its own cotangent, calls it again on the companion input and on the same
+input, and reports what it saw as a :class:`RankResult`.  It never judges:
+:mod:`harness.core.checks` does, on the driver and, from the same sources, in a repro script.
+Every rank makes every group of the layout, in order, before the case (:func:`make_groups`).
 
-Group layouts: every rank of the world creates every group of the case's layout, in the
-layout's order (``new_group`` is collective over the world), once per rank process and before
-the case runs (:func:`make_groups`); an idle rank then returns at once, a member calls the
-target with its group.  A case without a layout passes the world group to a target that
-requires one, or to one whose group is optional when the case says so (``Case.world_group``).
-
-This module is embedded in repro scripts: it imports only torch, the standard library and
-the other embedded modules (``case``, ``conventions``), relatively.
+Embedded in repro scripts: imports only torch, the standard library and core modules, relatively.
 """
 
 from __future__ import annotations
@@ -41,18 +33,12 @@ from .outputs import OUTPUTS, check_fits, describe_result, detect_output, fits, 
 class RunRequest:
     """Run ``target`` on a case, called as ``call`` says.
 
-    - ``check_grad``: run the backward pass with the rank's cotangent.
-    - ``repeat``: call the target twice more, on the companion input (a shared output buffer
-      would change the first result) and on the original input again (the same case must give
-      the same bits).
-    - ``detect``: the calling-convention probe: call once and report which output convention
-      the result fits (``case.output`` is then the declared one, or ``"tensor"`` for auto).
-    - ``declared``: with ``detect``, the output convention the user declared (``""``: auto).
-    - ``reload``: execute the target's module again first: the last case failed, and state the
-      target keeps between calls must not decide the next verdict.
-    - ``requires_grad``: with ``detect``, the input requires grad (no backward pass runs), and
-      the rank reports whether the result carries gradients: a target checked without a
-      gradient contract may be differentiable all the same.
+    - ``repeat``: call twice more, on the companion input (a shared output buffer would change
+      the first result) and on the same input again (the same case must give the same bits).
+    - ``detect``: the probe: call once, report the output convention the result fits
+      (``declared``: the user's, ``""``: auto); with ``requires_grad``, whether it carries gradients.
+    - ``reload``: execute the target's module again first: state kept from a failed case must
+      not decide the next verdict.
     """
 
     case: Case
@@ -96,12 +82,8 @@ class BatchSummary:
 class RankResult:
     """Everything one rank observed; tensors are detached CPU copies with their strides kept.
 
-    ``output`` holds the result's pieces as read by its convention (one tensor, or W for
-    ``list``), copied right after the first call; ``output_later`` the same tensor objects as
-    they read after the backward pass and the further calls (a shared buffer shows up as a
-    difference); ``companion_output`` the pieces of the result on the companion input and
-    ``repeat_output`` those of the third call, on the original input again.  A piece on the
-    meta device has no values: its copy is ``None`` and its device says ``meta``.
+    ``output``: the result's pieces right after the first call; ``output_later``: the same tensors
+    after the backward pass and the further calls (a shared buffer shows as a difference).
     """
 
     rank: int
@@ -144,10 +126,8 @@ class RankResult:
     sequences: dict[str, tuple[tuple[int, ...], int]] | None = None
 
     def error_line(self) -> str:
-        """The exception as ``Type: message`` (``""`` without one): the first unindented line after
-        the last frame, not the traceback's last line, which for a message of several lines (CUDA's
-        "device-side assert triggered" ends with a hint to compile with ``TORCH_USE_CUDA_DSA``) is
-        the message's tail."""
+        """The exception as ``Type: message``: the first unindented line after the last frame, not
+        the traceback's last line (a message of several lines, such as CUDA's, ends with a hint)."""
         lines = self.error.strip().splitlines() if self.error else []
         frames = [n for n, line in enumerate(lines) if line.startswith("  File ")]
         after = lines[frames[-1] + 1:] if frames else lines
@@ -163,15 +143,11 @@ _MADE = [0, 0]
 
 
 def make_groups(layout: tuple[tuple[int, ...], ...]) -> None:
-    """Create every process group of ``layout`` this rank process has not created yet, in order.
+    """Create every process group of ``layout`` this process has not made yet, in order.
 
-    Every rank of the world runs this for the same layouts in the same order, so ranks never
-    disagree on which ``new_group`` call comes next; groups are kept for later cases.  A group
-    spanning the whole world is the world group itself.  The controller has every rank run it
-    before a case (its own wait, not the target's ``--timeout``): making a group is the
-    harness's work, and a slow one must not read as the target hanging.  The catalogue's glue
-    calls it inside a case for the groups a variant needs beside the case's (a 2-D mesh's other
-    dimension): what it opens is not counted as the target's (:func:`_process_resources`).
+    Every rank runs it for the same layouts in the same order, so ranks never disagree on the
+    next ``new_group``.  The controller runs it before a case, with its own wait, so a slow group
+    never reads as the target hanging; what it opens is never the target's (:func:`_process_resources`).
     """
     world = tuple(range(dist.get_world_size()))
     before = _all_resources()
@@ -201,11 +177,8 @@ def group_for(case: Case, rank: int) -> Any:
 
 
 def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankResult:
-    """Run ``request`` on this rank (``device``: where its tensors live) and report what was observed.
-
-    Exceptions from the target (anything, ``SystemExit`` included) are reported with the
-    phase they came from; global state a target may change is put back afterwards.
-    """
+    """Run ``request`` on this rank and report what was observed: anything the target raises
+    (``SystemExit`` too) with its phase; global state it may change is put back afterwards."""
     case, call = request.case, request.call
     result = RankResult(rank=rank, device=device)
     phase = "setup"
@@ -326,9 +299,8 @@ def carries_grad(result: Any) -> bool:
 
 
 def _no_backward(flowing: torch.Tensor, cotangent: torch.Tensor) -> str:
-    """Why no backward pass can run from the result, or ``""``: a result that does not require grad
-    has none, and one of the wrong shape cannot take the reference's cotangent (its shape is the
-    finding; a backward forced on it would fail inside the harness, not the target)."""
+    """Why no backward pass can run from the result, or ``""``: one of the wrong shape cannot take
+    the reference's cotangent (the shape is the finding)."""
     if tuple(flowing.shape) != tuple(cotangent.shape):
         return f"shape: the output's shape {tuple(flowing.shape)} is not the contract's {tuple(cotangent.shape)}"
     if not flowing.requires_grad:
@@ -346,10 +318,7 @@ def _copies(pieces: list[torch.Tensor]) -> list[torch.Tensor | None]:
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor | None:
-    """A detached CPU copy with the same strides (``clone`` preserves dense layouts).
-
-    ``None`` for a meta tensor, which has no values: the device check reports it.
-    """
+    """A detached CPU copy with the same strides; ``None`` for a meta tensor (no values)."""
     if t.device.type == "meta":
         return None
     return t.detach().to("cpu", copy=True) if t.device.type != "cpu" else t.detach().clone()
@@ -359,11 +328,7 @@ def _cpu(t: torch.Tensor) -> torch.Tensor | None:
 
 
 def restore_globals() -> None:
-    """Undo global torch state a target may change, so it cannot leak into the next case.
-
-    Grad mode, the default dtype and device, anomaly detection and the deterministic-
-    algorithms switch: what gathers (and the code around them) are seen to flip.
-    """
+    """Undo the global torch state targets are seen to flip, so it cannot leak into the next case."""
     torch.set_grad_enabled(True)
     torch.set_default_dtype(torch.float32)
     torch.set_default_device(None)
@@ -384,9 +349,8 @@ def _process_resources() -> tuple[int, int]:
 
 
 def compiles() -> int:
-    """How many frames ``torch.compile`` has compiled in this process (dynamo's own count; 0 where
-    dynamo was never imported): a case that compiled leaves the compiler's worker threads and
-    pipes behind by design, so they are no leak of the target's."""
+    """How many frames ``torch.compile`` has compiled in this process: a case that compiled leaves
+    the compiler's threads and pipes behind by design, no leak of the target's."""
     dynamo = sys.modules.get("torch._dynamo.utils")
     return 0 if dynamo is None else sum(dynamo.counters["frames"].values())
 
@@ -403,11 +367,8 @@ def _leaks(baseline: tuple[int, int]) -> list[str]:
 
 
 def _device_left_broken(device: str) -> list[str]:
-    """A CUDA error is sticky: after a kernel faults (a device-side assert, an illegal address)
-    every later CUDA call in the process fails, so a rank whose device no longer synchronizes
-    must not run the next case, where its error would be put down to another target.  Asked
-    after a case that raised only: a fault surfaces as an error within the case, since its
-    results are copied to the CPU (a synchronization) before it returns."""
+    """A CUDA error is sticky: a rank whose device no longer synchronizes must not run the next
+    case, where its error would be put down to another target (asked after a case that raised)."""
     if not device.startswith("cuda"):
         return []
     try:

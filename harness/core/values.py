@@ -1,15 +1,15 @@
-"""Value recipes: the bits each rank holds, rebuilt from a recipe name, a rank and a seed.
+"""Values: the bits each rank holds, rebuilt from a recipe name, a rank and a seed, and laid out.
 
-Every recipe is deterministic (a seeded generator per rank and recipe), so a case gives the same
-values on every rank, in the reference and in a repro script; each makes ranks differ where the
-dtype allows, so that misordering shows.  :func:`make_values` fills inputs
-(:data:`harness.core.case.VALUE_RECIPES` and ``normal``), :func:`small_ints` and :func:`normal` the
-cotangents.  Embedded in repro scripts with :mod:`harness.core.case`: it imports only torch and the
-standard library.
+Every recipe is deterministic, so a case gives the same values on every rank, in the reference
+and in a repro script; ranks differ where the dtype allows, so misordering shows.  A rank's
+tensors are the recipe's values (kept for the next build: :func:`shared_values`) placed in a
+layout (:func:`lay_out`); :mod:`harness.core.case` says which, for each rank of a case.
+Embedded in repro scripts: it imports only torch and the standard library.
 """
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import torch
@@ -143,10 +143,8 @@ def _finite(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def small_ints(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Nonzero integers in [-4, 4], different on every rank: any sum of 8 of them is exact.
-
-    Never zero, so a gradient that misses one rank's term is always off.
-    """
+    """Nonzero integers in [-4, 4], different on every rank: any sum of 8 of them is exact, and a
+    gradient that misses one rank's term is always off."""
     i = torch.arange(n, dtype=torch.int64)
     real = _nonzero((i * 7 + rank * 13 + seed) % 8 - 4)
     if dtype.is_complex:
@@ -167,3 +165,58 @@ def normal(n: int, rank: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
         imag = torch.randn(n, generator=g, dtype=torch.float64)
         return torch.complex(real, imag).to(dtype)
     return real.to(dtype)
+
+
+#: Fill for the parts of a base tensor outside the view; a value no recipe starts with.
+_OUTSIDE_VIEW = 113
+#: Inputs of at most this many bytes have their values kept (:func:`shared_values`).
+KEPT_VALUES_BYTES = 1 << 18
+
+
+def shared_values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
+    """The values of an input, never to be written to: one case rebuilds a rank's input for its
+    call, for the reference on every rank of its group and for the untouched-input check, and
+    a recipe costs more than a copy (a batch of small cases spent a third of a rank's time here)."""
+    if n * dtype.itemsize > KEPT_VALUES_BYTES:
+        return make_values(recipe, dtype, n, rank=rank, seed=seed)
+    return _kept_values(recipe, dtype, n, rank, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_values(recipe: str, dtype: torch.dtype, n: int, rank: int, seed: int) -> torch.Tensor:
+    return make_values(recipe, dtype, n, rank=rank, seed=seed)
+
+
+def companion_values(values: torch.Tensor, *, reduction: bool) -> torch.Tensor:
+    """The companion values: every bit inverted, or for a reduction's floats the negation."""
+    if values.dtype == torch.bool:
+        return values.logical_not()
+    if reduction and (values.is_floating_point() or values.is_complex()):
+        return values.neg()
+    return values.view(torch.uint8).bitwise_not().view(values.dtype)
+
+
+def lay_out(values: torch.Tensor, layout: str, requires_grad: bool) -> torch.Tensor:
+    """Place ``values`` (contiguous, final shape) into a new tensor with the given layout (never a
+    view of ``values``, which may be kept for the next build: :func:`shared_values`)."""
+    shape = tuple(values.shape)
+    if not shape and layout != "contiguous":
+        layout = "offset"  # a 0-d tensor has no strides to play with, only a place in its storage
+    if layout == "transposed" and len(shape) >= 2:
+        base = values.permute(*reversed(range(len(shape)))).clone(memory_format=torch.contiguous_format)
+        return _leaf(base, requires_grad).permute(*reversed(range(len(shape))))
+    if layout in ("strided", "transposed"):
+        wide = shape[:-1] + (2 * shape[-1],)
+        base = torch.full(wide, _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
+        base[..., ::2] = values
+        return _leaf(base, requires_grad)[..., ::2]
+    if layout == "offset":
+        pad = 3
+        base = torch.full((values.numel() + pad,), _OUTSIDE_VIEW, dtype=torch.int64).to(values.dtype)
+        base[pad:] = values.reshape(-1)
+        return _leaf(base, requires_grad)[pad:].view(shape)
+    return _leaf(values.clone(), requires_grad)
+
+
+def _leaf(base: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    return base.requires_grad_(True) if requires_grad else base

@@ -95,12 +95,8 @@ def measure(pool: Pool, backend: str = "gloo", device: str = "cpu") -> Capabilit
 
 
 def _measure_on_ranks(pool: Pool, backend: str, device: str) -> Capabilities:
-    """Run :func:`harness.ranks.rank_calls.measure_capabilities` on the pool's ranks.
-
-    The measurement is the harness's own code on its own ranks, so its failure is never the target's:
-    it is tried again on fresh ranks (harmless: it only reads), then reported as a
-    :class:`~harness.core.errors.PoolError` naming what went wrong.
-    """
+    """Run :func:`harness.ranks.rank_calls.measure_capabilities` on the pool's ranks; a failure is the
+    harness's own: tried again on fresh ranks, then a :class:`~harness.core.errors.PoolError`."""
     world = 1 if backend == "nccl" and torch.cuda.device_count() < 2 else MEASURE_WORLD_SIZE
     why = ""
     for _ in range(TRIES):

@@ -1,12 +1,9 @@
 """The fault model: how a run of one case can break, and what is known about each rank that broke.
 
-A run's :class:`Outcome` is what every judge reads (:mod:`harness.core.checks`), so it lives here,
-apart from the controller that produces it (:mod:`harness.pool.pool`): the checks embedded in a
-repro script import it without the pool.  Here too: how a run is classified (:func:`classify`:
-hang, crash, exception, desync), how the ranks' collective ledgers show a run can never finish
-(:class:`Ledgers`), and how a broken rank is described (:class:`RankFault`).  Collecting the
-evidence (stacks of blocked ranks, the logs of dead ones) needs the rank processes:
-the rank set does that (:mod:`harness.pool.rankset`), with the helpers below.
+A run's :class:`Outcome` is what every judge reads, so it lives apart from the controller that
+produces it.  Here too: how a run is classified (:func:`classify`), how the ranks' ledgers show a
+run can never finish (:class:`Ledgers`), and how a broken rank is described (:class:`RankFault`);
+collecting the evidence needs the processes (:mod:`harness.pool.evidence`).
 """
 
 from __future__ import annotations
@@ -34,11 +31,8 @@ class RankFault:
     error: str = ""
 
     def describe(self) -> str:
-        """E.g. ``rank 1 blocked in collective #1 all_gather(...)``, then its stack, traceback or output.
-
-        Collectives are numbered as each rank entered them in this case (#1 first), in every
-        text of a fault, so "#3" means the same collective wherever it appears.
-        """
+        """E.g. ``rank 1 blocked in collective #1 all_gather(...)``, then its stack, traceback or output;
+        "#3" is the same collective in every text of a fault."""
         where = _where(self.last_collective)
         if self.state == "died":
             head, body = f"rank {self.rank} died: {_exit_text(self.exitcode)}, {where}", self.log_tail
@@ -68,14 +62,9 @@ def _where(last: str) -> str:
 
 @dataclass
 class Outcome:
-    """What came back from one case: per-rank results, and the fault if the run broke.
-
-    ``fault`` is ``None`` (every rank returned), ``"hang"`` (a rank never returned and none
-    raised), ``"crash"`` (a rank process died), ``"exception"`` (a rank raised while others
-    stayed blocked) or ``"desync"`` (two ranks of a group entered different collectives at
-    the same place, or one waits inside a collective a returned peer never entered; ``desync``
-    says where).  Ranks that raised and returned are in ``results`` with ``error`` set.
-    """
+    """What came back from one case: per-rank results, and the fault if the run broke: ``hang``,
+    ``crash``, ``exception`` (a rank raised while others stayed blocked) or ``desync`` (where:
+    ``desync``).  Ranks that raised and returned are in ``results`` with ``error`` set."""
 
     case: Case
     results: list[RankResult | None]
@@ -136,11 +125,8 @@ def classify(results: list[RankResult | None], dead: list[bool], ledgers: Ledger
 def in_step(results: list[RankResult | None]) -> bool:
     """Every rank returned, and the members of each process group have issued as many operations on it.
 
-    Only then may a set run another case.  The recorded collectives are not enough: a rank whose
-    peers raised may go on alone through collectives that complete without them (gloo gathers
-    empty tensors locally), and functional or autograd-internal collectives are not recorded;
-    either way that rank is ahead by a collective tag, and the next case on the group would hang
-    on every rank -- a hang that is the harness's, not the target's.
+    Only then may a set run another case: a rank that went on alone (gloo gathers empty tensors
+    locally), or ran unrecorded collectives, is ahead by a tag, and the next case would hang.
     """
     counts: dict[str, dict[int, int]] = {}
     members: dict[str, tuple[int, ...]] = {}
@@ -155,14 +141,9 @@ def in_step(results: list[RankResult | None]) -> bool:
 
 
 class Ledgers:
-    """The collectives each rank of a running case has entered, compared within each group.
-
-    Read from the ranks' ledgers (:func:`harness.ranks.protocol.read_slot`) while they run.  Two
-    members of one group that entered different collectives (or the same one on different
-    process groups) at the same place can never both complete (:meth:`mismatch`); neither can
-    a rank waiting inside a collective that a finished peer of that collective's process group
-    entered fewer times (:meth:`doomed`): the peer will never enter it.
-    """
+    """The collectives each rank of a running case has entered, compared within each group while
+    they run: different collectives at one place (:meth:`mismatch`), or a wait for a finished
+    peer that never enters it (:meth:`doomed`), can never complete."""
 
     def __init__(self, slots: list[Any], layout: tuple[tuple[int, ...], ...]) -> None:
         self.slots = slots
@@ -186,11 +167,8 @@ class Ledgers:
         return ""
 
     def doomed(self, waiting: list[int], results: list[RankResult | None]) -> bool:
-        """Every waiting rank sits inside a collective that a finished peer never entered.
-
-        A rank that returned, raised or died has entered its last collective, so a peer
-        inside a later one can only wait for the timeout: stop now, not after the grace.
-        """
+        """Every waiting rank sits inside a collective that a finished peer never entered: it can
+        only wait for the timeout, so stop now."""
         return bool(waiting) and all(self._hopeless(r, waiting) for r in waiting)
 
     def _hopeless(self, r: int, waiting: list[int]) -> bool:

@@ -1,12 +1,9 @@
 """The forkserver every local rank is forked from, and starting it early.
 
-Ranks are forked from one ``forkserver`` process that has imported torch (and
-``torch._dynamo``, which torch otherwise imports lazily on a rank's first functional-collective
-call: seconds that would count against that case's timeout) once, so a rank is ready in tens
-of milliseconds.  Those imports take seconds; :func:`start` launches the server without
-waiting for them, so the command line can start it first and import its own modules (torch,
-Hypothesis) meanwhile, on the other core.  This module imports only the standard library and
-the layers table (:mod:`harness.layers`, which imports nothing).
+Ranks are forked from one process that has imported torch and ``torch._dynamo`` (else imported on
+a rank's first functional collective, against its case's timeout) once, so a rank is ready in
+milliseconds; :func:`start` launches it without waiting for those seconds of imports.
+This module imports only the standard library and :mod:`harness.layers`.
 """
 
 from __future__ import annotations
@@ -49,14 +46,9 @@ _STOP_REGISTERED: list[bool] = []
 
 
 def _socket_dir() -> None:
-    """Give multiprocessing a directory of ours for the forkserver's socket, removed by :func:`stop`.
-
-    multiprocessing removes its own at the interpreter's exit, which the command line's fast
-    exit skips (:func:`harness.__main__.entry`): every command left a ``pymp-*`` directory in
-    the temporary directory.  Where ``$TMPDIR`` is too long for a socket path, the directory
-    goes in the first short standard one instead, as Python 3.13 does by itself (before,
-    starting the forkserver failed with "AF_UNIX path too long").
-    """
+    """Give multiprocessing a directory of ours for the forkserver's socket, removed by :func:`stop`
+    (the command line's fast exit skips multiprocessing's own cleanup); where ``$TMPDIR`` is too
+    long for a socket path, a short standard one, as Python 3.13 does."""
     config = process.current_process()._config  # type: ignore[attr-defined]
     if config.get("tempdir"):
         return
@@ -71,14 +63,9 @@ _SOCKET_DIRS: list[str] = []
 
 
 def stop() -> None:
-    """Stop the forkserver and the resource tracker multiprocessing started, and wait for both.
-
-    Left alone they notice the end of the process that started them a moment after it, so
-    a command (or a pytest session) would return while they still ran.  Called at exit,
-    after the pools have stopped their ranks.  ``_stop`` is multiprocessing's own way to do
-    this (its test suite's); without it (another Python) they end on their own, as before.
-    Then the socket's directory is removed (:func:`_socket_dir`).
-    """
+    """Stop the forkserver and the resource tracker multiprocessing started, and wait for both, so
+    a command never returns while they still run; then remove the socket's directory.  Called at
+    exit, after the pools have stopped their ranks."""
     for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
         with contextlib.suppress(AttributeError, OSError, ChildProcessError, TypeError):  # TypeError: never started
             server._stop()  # type: ignore[union-attr]

@@ -58,11 +58,7 @@ def within_gpus(world_sizes: tuple[int, int], backend: str) -> tuple[int, int]:
 
 
 def check_devices(backend: str, device: str, world_size: int) -> None:
-    """Refuse a set this machine cannot host, before starting ranks that would fail obscurely.
-
-    nccl moves CUDA tensors only and needs one GPU per rank; gloo with CUDA tensors needs
-    one GPU at least (ranks then share GPUs round-robin).
-    """
+    """Refuse a set this machine cannot host, before starting ranks that would fail obscurely."""
     if backend == "nccl" and device != "cuda":
         raise PoolError(f"an nccl group needs device=cuda, not device={device}")
     if device != "cuda":
@@ -75,13 +71,8 @@ def check_devices(backend: str, device: str, world_size: int) -> None:
 
 
 def check_machine(backend: str, device: str, world_sizes: tuple[int, int], *, local: bool = True) -> None:
-    """The options' verdict on this machine, before anything starts: a :class:`UsageError`
-    naming the option when the world sizes do not fit in its memory or its GPUs, or the
-    backend and device do not go together (:func:`check_devices` is the pool's own guard).
-
-    ``local=False``: the ranks run elsewhere (torchrun), so only the backend and device are
-    checked, against each other.
-    """
+    """The options' verdict on this machine, before anything starts: a :class:`UsageError` naming
+    the option that does not fit (``local=False``: torchrun ranks, only backend and device checked)."""
     limit = local_world_size_limit()
     if local and world_sizes[1] > limit:
         raise UsageError(f"--world-sizes {world_sizes[0]}-{world_sizes[1]}: {too_many_ranks(world_sizes[1], limit)}")

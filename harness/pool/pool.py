@@ -1,13 +1,10 @@
 """The controller side of the rank pool: warm, self-healing sets of real process-group ranks.
 
-One :class:`RankSet` per (backend, device, world size), started lazily from a forkserver
-that has imported torch once, kept warm across examples and tests, and thrown away after
-any fault (hang, crash, exception, desync): a fresh set costs tens of milliseconds, and a
-rank that was blocked in, or raised out of, a collective can never be trusted again.
-
-The driver hosts the rendezvous store (a ``TCPStore`` on an OS-chosen loopback port) but
-never joins a group.  Each set generation uses its own store prefix, so a new group can
-never meet a straggler of an old one.
+One :class:`RankSet` per (backend, device, world size), started lazily, kept warm across
+examples and tests, and thrown away after any fault: a fresh set costs tens of milliseconds, and
+a rank that was blocked in, or raised out of, a collective can never be trusted again.  The
+driver hosts the rendezvous store but never joins a group; each set generation has its own
+store prefix, so a new group never meets a straggler of an old one.
 """
 
 from __future__ import annotations
@@ -120,12 +117,8 @@ class Pool:
         return results
 
     def set_with_groups(self, case: Case) -> RankSet:
-        """The warm set for ``case`` once every rank has made its process groups.
-
-        Ranks that do not make them (:meth:`RankSet.make_groups`) are replaced and asked again,
-        once, as a start that failed is: the harness's own trouble is never the target's
-        finding, and a second failure is the :class:`PoolError`.
-        """
+        """The warm set for ``case`` once every rank has made its process groups; ranks that do not
+        are replaced and asked once again (a second failure is the :class:`PoolError`)."""
         rank_set = self.rank_set(case.backend, case.device, case.world_size)
         try:
             rank_set.make_groups(case)
@@ -141,13 +134,10 @@ class Pool:
     def after_failure(self, outcome: Outcome) -> None:
         """After a case that failed without a fault: what the next case on its ranks must not inherit.
 
-        Collectives the ledgers recorded were compared between ranks, so a failing case that ran
-        only those leaves its groups in step, and re-executing the target's module is enough
-        (:meth:`forget_state`).  Any other operation (a functional collective, one torch runs
-        inside) may have moved a different size on each rank: the byte counts disagree and the
-        rest stays on the connection, where a later, unrelated case stalls on it (seen: DTensor
-        on out-of-contract shards, then a hang of an all-empty case on the same ranks).  Those
-        ranks are replaced (:meth:`fresh`).
+        A case that ran only recorded collectives left its groups in step: re-executing the
+        target's module is enough (:meth:`forget_state`).  Any other operation may have left bytes
+        on the connection, where a later case stalls on them (seen: DTensor), so those ranks are
+        replaced (:meth:`fresh`).
         """
         if outcome.unrecorded:
             self.fresh(outcome.case)
@@ -208,10 +198,8 @@ class LocalPool(Pool):
         atexit.register(self.close)
 
     def outlast(self, timeout: float | None) -> float:
-        """A check's ``--timeout`` travels with its calls, and the shared pool's sets were started
-        for the default one: when a call's timeout is longer than any before, the sets whose
-        process groups would time out within the harness's own wait for it are stopped, to be
-        started again as they are next needed (a set's group timeout is fixed when it starts)."""
+        """Stop the sets whose process groups (their timeout fixed at start) would time out within
+        the harness's own wait for a call of a longer timeout than any before."""
         wait_s = super().outlast(timeout)
         if wait_s > self.longest_timeout:
             self.longest_timeout = wait_s
@@ -228,11 +216,9 @@ class LocalPool(Pool):
     def rank_set(self, backend: str, device: str, world_size: int) -> RankSet:
         """The warm set for this key, replacing it if there is none or it broke.
 
-        After a fault the replacement is the *spare* started in the background after the
-        previous fault, and a new spare starts at once: shrinking a fault replaces the set at
-        every step, and the next step then finds its ranks (nearly) ready.  Sets are kept
-        most-recently-used last; a set that would take the pool past :attr:`max_ranks` live
-        ranks first stops the least recently used others (spares go first).
+        After a fault the replacement is the *spare* started in the background, and a new spare
+        starts at once: shrinking replaces the set at every step.  Past :attr:`max_ranks` live
+        ranks, the least recently used sets stop first (spares first).
         """
         if self.closed:
             raise PoolError("the pool is closed")
@@ -280,9 +266,7 @@ class LocalPool(Pool):
 
     def lanes(self, world_size: int) -> int:
         """Two batches at once wherever both sets' ranks fit in memory, even with fewer cores than
-        ranks: a rank spends much of each collective waiting for its peers and the transport, and
-        the other set's ranks run meanwhile (measured on 2 cores, ``benchmarks/cost_model.py``:
-        two sets of 2 ranks fuzz about 1.4x as fast as one, two sets of 4 about 1.6x)."""
+        ranks: the other set's ranks run while one waits (measured on 2 cores: 1.4-1.6x as fast)."""
         return 2 if 2 * world_size <= self.max_ranks else 1
 
     def twin_set(self, backend: str, device: str, world_size: int) -> RankSet:
@@ -349,11 +333,8 @@ _SHARED: LocalPool | None = None
 
 
 def shared_pool() -> LocalPool:
-    """The process-wide pool (one per pytest process or CLI run), created on first use.
-
-    Its own timeout is the default one: a check's per-case timeout travels with each of its
-    calls (``timeout=``), never by changing a pool other checks share.
-    """
+    """The process-wide pool (one per pytest process or CLI run), created on first use; a check's
+    timeout travels with its calls, never by changing a pool other checks share."""
     global _SHARED
     if _SHARED is None or _SHARED.closed:
         _SHARED = LocalPool()

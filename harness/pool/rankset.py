@@ -1,13 +1,9 @@
 """One warm rank set: W real rank processes forming one process group, driven by the controller.
 
-A set is started from the forkserver (:mod:`harness.pool.forkserver`), runs cases and helper calls
-(:meth:`RankSet.run`, :meth:`RankSet.call`) while reading the ranks' collective ledgers, and
-collects the evidence of a fault (stacks of blocked ranks, logs of dead ones) for the fault
-model (:mod:`harness.pool.faults`); whether ranks late at the deadline get more time is
-:mod:`harness.pool.watch`'s.  :mod:`harness.pool.pool` keeps the sets; :mod:`harness.pool.remote_driver`
-subclasses a set for ranks started by torchrun.
-
-One concern: one set's life (start, exchanges with the controller, evidence of a fault, stop).
+A set is forked from the forkserver, runs cases and helper calls (:meth:`RankSet.run`,
+:meth:`RankSet.call`) while reading the ranks' collective ledgers, and is dropped after a fault;
+what it learns of its processes is :mod:`harness.pool.evidence`'s.  :mod:`harness.pool.pool` keeps
+the sets; :mod:`harness.pool.remote_driver` subclasses one for ranks started by torchrun.
 """
 
 from __future__ import annotations
@@ -27,9 +23,10 @@ from typing import Any, Protocol
 from harness.core.case import Case
 from harness.core.errors import CompileTimeout, PoolError, RankCallFailed
 from harness.core.procedure import BatchRequest, BatchSummary, RankResult, RunRequest
-from harness.pool.faults import Ledgers, Outcome, RankFault, classify, file_size, file_tail, in_step, without_watchdog
+from harness.pool.evidence import RankEvidence
+from harness.pool.faults import Ledgers, Outcome, classify, file_size, file_tail, in_step
 from harness.pool.machine import group_timeout_s
-from harness.pool.watch import WINDOW_S, Watch, usage
+from harness.pool.watch import WINDOW_S, Watch
 from harness.ranks import rank as rank_module
 from harness.ranks.protocol import (
     BATCH_CASE,
@@ -37,7 +34,6 @@ from harness.ranks.protocol import (
     LEDGER_BYTES,
     RankInit,
     encode,
-    last_entered,
     read_slot,
     receive,
     send,
@@ -49,8 +45,6 @@ from harness.settings.options import COMPILE_PATIENCE
 GRACE_S = 1.0
 #: How long ranks asked to stop may take to leave before they are killed.
 STOP_S = 1.0
-#: How long to wait for a rank to write its stack after SIGUSR1.
-STACK_WAIT_S = 1.0
 #: How long the ranks get to make a case's process groups (gloo connects every pair of members):
 #: the harness's own work, so never the target's ``--timeout``.  Measured on a loaded 2-core
 #: machine: 25-30 ms median, 0.65 s at most in 600 makings of a group of 3 on fresh sets of 4.
@@ -66,13 +60,10 @@ MAKE_GROUPS = "harness.core.procedure:make_groups"
 class BatchRun:
     """How a batch went on a set (:meth:`RankSet.run_batch`).
 
-    - ``passed``: how many cases passed on every rank before the first that did not (all of
-      them: the batch passed); ``None`` when that is not known (a rank raised outside a case,
-      or did not say which case it hung or died in).
+    - ``passed``: how many cases passed on every rank before the first that did not; ``None``
+      when not known (a rank did not say which case it hung or died in).
     - ``history``: the cases these ranks ran before the batch, what a failure may need again.
-    - ``written``: a passing case wrote into its input where no gradient was checked.
-    - ``matched``: per passing case, the gradient contracts every rank's gradient matched
-      (``None`` where the case says nothing of them); empty unless the batch asked.
+    - ``matched``: per passing case, the gradient contracts every rank's gradient matched.
     """
 
     passed: int | None
@@ -103,7 +94,7 @@ class Host(Protocol):
     store: Any
 
 
-class RankSet:
+class RankSet(RankEvidence):
     """W live rank processes forming one process group."""
 
     def __init__(self, pool: Host, backend: str, device: str, world_size: int, generation: int) -> None:
@@ -140,11 +131,8 @@ class RankSet:
         self.await_ready(timeout_s)
 
     def spawn(self, *, background: bool = False) -> None:
-        """Start the rank processes; they join their group on their own (see :meth:`await_ready`).
-
-        ``background``: ask the forkserver for them from a thread (each fork takes it ~15 ms,
-        during which the caller can run a case on another set).
-        """
+        """Start the rank processes, which join their group on their own; ``background``: from a
+        thread (each fork takes ~15 ms, while the caller runs a case on another set)."""
         self.spawned_at = time.perf_counter()
         if background:
             self.spawner = threading.Thread(target=self._spawn_all, name="gather-spawn-spare", daemon=True)
@@ -235,11 +223,8 @@ class RankSet:
                 send(conn, "stop", None)
 
     def await_stopped(self, deadline: float) -> None:
-        """Wait until ``deadline`` for the ranks to leave, kill the rest, and wait for them to be gone.
-
-        A process killed with SIGKILL is gone once the kernel has torn it down, which takes a
-        moment: whoever closes the pool returns only after that, so no rank outlives it.
-        """
+        """Wait until ``deadline`` for the ranks to leave, kill the rest, and wait until they are
+        gone, so no rank outlives whoever closes the pool."""
         for proc in self.procs:
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
         self.kill()
@@ -247,11 +232,8 @@ class RankSet:
             proc.join(timeout=STOP_S)
 
     def kill(self) -> None:
-        """SIGKILL every rank at once; the forkserver, their parent, reaps them.
-
-        No join: a killed process is gone when the signal lands, and waiting for the
-        forkserver to report each status cost more than the rest of a shrinking step.
-        """
+        """SIGKILL every rank at once; the forkserver, their parent, reaps them (no join: waiting
+        for each status cost more than the rest of a shrinking step)."""
         self.broken = True
         self._await_spawner()
         for proc in self.procs:
@@ -268,15 +250,9 @@ class RankSet:
     # -- running ------------------------------------------------------------------------------
     def run(self, request: RunRequest, timeout_s: float, *, diagnose: bool = True,
             meanwhile: Callable[[], None] | None = None) -> Outcome:
-        """Run one case; after a fault, a leak, or with its groups out of step the set is dropped.
-
-        A case where every rank returned, errors included, with every process group's members
-        at the same operation count (:func:`in_step`) leaves the set usable: the next case runs
-        on the same warm ranks.  Without
-        ``diagnose`` a fault is classified but its ranks' stacks and logs are not collected
-        (shrinking runs hundreds of faulty cases; only the reported one needs them).
-        ``meanwhile`` runs in the controller once the ranks have the case (the judge's reference).
-        """
+        """Run one case; after a fault, a leak, or with its groups out of step (:func:`in_step`) the
+        set is dropped.  Without ``diagnose`` a fault's stacks and logs are not collected (shrinking
+        runs hundreds of faulty cases).  ``meanwhile`` runs once the ranks have the case."""
         started = time.perf_counter()
         if self.reload_next:
             request, self.reload_next, self.history = replace(request, reload=True), False, []
@@ -302,12 +278,9 @@ class RankSet:
                   meanwhile: Callable[[], None] | None = None) -> BatchRun:
         """Run a batch (:class:`~harness.core.procedure.BatchRequest`) and say how it went (:class:`BatchRun`).
 
-        A batch that passed leaves the set warm, its cases its history.  One where a case failed
-        its checks on every rank that returned, with all of them back, in step and leaving
-        nothing behind, leaves it too, as a failing case does (:meth:`harness.pool.pool.Pool.forget_state`:
-        the target's module is executed afresh first).  Any other is dropped, as after a fault;
-        a rank that hung or died there says on which case (:meth:`harness.ranks.rank.CollectiveLog.begin_case`).
-        ``meanwhile`` runs in the controller while the ranks work (the next batch drawn).
+        A batch that passed, or failed a check with every rank back, in step and leaving nothing
+        behind, keeps the set (the target's module executed afresh after a failure); any other
+        drops it, as a fault does.  ``meanwhile`` runs while the ranks work.
         """
         requests = batch.requests
         if self.reload_next:
@@ -336,13 +309,9 @@ class RankSet:
         return BatchRun(passed, before, *_summed(summaries, passed or 0), fault=fault)
 
     def make_groups(self, case: Case) -> None:
-        """Have every rank make the process groups of ``case``'s layout that this set lacks.
-
-        Run before the case, with its own wait (:data:`GROUP_SETUP_S`): a group that is slow
-        to connect is the harness's business, and inside the case it would read as the target
-        hanging (CI saw ranks asleep in ``new_group`` reported as a hang of the target).  A
-        rank that does not make them is a :class:`RankCallFailed`, never a finding.
-        """
+        """Have every rank make the process groups of ``case``'s layout that this set lacks, before
+        the case and with its own wait (:data:`GROUP_SETUP_S`): inside the case a slow group would
+        read as the target hanging.  A rank that does not is a :class:`RankCallFailed`."""
         if set(case.groups) <= self.groups:
             return
         what = f"making the process groups {case.groups_text()} on a {self.backend}/{self.device} set of {self.world_size}"
@@ -374,14 +343,9 @@ class RankSet:
                   meanwhile: Callable[[], None] | None = None) -> list[RankResult | None]:
         """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
-        While waiting it reads every rank's collective ledger: two ranks of a group that
-        entered different collectives at the same place, or ranks waiting inside collectives
-        that a finished peer never entered, will never finish, so it stops at once.  Once a
-        rank raises or dies the others get :data:`GRACE_S` more, or less once they are seen idle
-        (:meth:`Watch.settled`).  Only a rank stuck outside
-        any collective costs the whole ``timeout_s``.  In a batch the ranks publish which case
-        they are on, and a deadline they have moved on from starts again: each case has the
-        whole ``timeout_s``, as one run alone does.
+        It reads the ranks' ledgers while waiting and stops at once on a desync or a doomed wait.
+        Once a rank raises or dies the others get :data:`GRACE_S` more, or less once seen idle
+        (:meth:`Watch.settled`).  In a batch each case has the whole ``timeout_s``.
         """
         message = encode(name, payload)
         for r in range(self.world_size):
@@ -445,77 +409,11 @@ class RankSet:
         """Which case of a batch each rank has published it is on (``None`` outside a batch)."""
         return tuple(read_slot(slot).counts.get(BATCH_CASE) for slot in self.last)
 
-    # -- what differs for ranks that are not our child processes (harness.pool.remote_driver) ------
-    def _sentinels(self) -> dict[Any, int]:
-        """Waitables that become ready when a rank process ends, mapped to its rank."""
-        return {p.sentinel: r for r, p in enumerate(self.procs)}
-
-    def _dead(self) -> list[bool]:
-        """Which ranks are dead; a rank whose pipe closed is, and the forkserver soon says how."""
-        for r in self.closed:
-            self.procs[r].join(timeout=2.0)
-        return [not p.is_alive() for p in self.procs]
-
-    def _alive(self, r: int) -> bool:
-        return self.procs[r].is_alive()
-
-    def _usage(self, r: int) -> tuple[float, bool] | None:
-        """Rank ``r``'s CPU use so far and whether it runs (:func:`harness.pool.watch.usage`): what
-        :class:`~harness.pool.watch.Watch` reads."""
-        return usage(self.procs[r].pid)
-
-    def _death(self, r: int, last: str, log_offsets: list[int]) -> RankFault:
-        """The fault of a rank that died: its exit status and what it wrote meanwhile."""
-        self.procs[r].join(timeout=1.0)
-        return RankFault(r, "died", exitcode=self.procs[r].exitcode, last_collective=last,
-                         log_tail=file_tail(self.logs[r], log_offsets[r]))
-
-    def _last(self, r: int) -> str:
-        return last_entered(read_slot(self.last[r]))
-
-    def _diagnose(self, results: list[RankResult | None], log_offsets: list[int]) -> list[RankFault]:
-        faults: list[RankFault] = []
-        blocked = [r for r, res in enumerate(results) if res is None and self._alive(r)]
-        # Read where each rank is just before its stack is dumped, so the two agree: a rank still
-        # running moves on meanwhile.  A ledger known only from the dump (remote ranks) is read after it.
-        before = [self._last(r) for r in range(self.world_size)]
-        stacks = self._dump_stacks(blocked)
-        for r, res in enumerate(results):
-            last = (before[r] if before[r].startswith("#") else self._last(r)) or "(none)"
-            if res is not None and res.error:
-                faults.append(RankFault(r, "raised", last_collective=last, error=res.error))
-            elif res is None and r in blocked:
-                faults.append(RankFault(r, "blocked", last_collective=last, stack=stacks.get(r, "")))
-            elif res is None:
-                faults.append(self._death(r, last, log_offsets))
-        return faults
-
-    def _dump_stacks(self, ranks: list[int]) -> dict[int, str]:
-        """Have each blocked rank's faulthandler write its Python stacks, then read them."""
-        sizes = {r: file_size(self.stacks[r]) for r in ranks}
-        for r in ranks:
-            try:
-                os.kill(self.procs[r].pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + STACK_WAIT_S
-        stacks: dict[int, str] = {}
-        while time.monotonic() < deadline and len(stacks) < len(ranks):
-            time.sleep(0.02)
-            for r in ranks:
-                if r not in stacks and file_size(self.stacks[r]) > sizes[r]:
-                    time.sleep(0.02)  # let the dump finish
-                    stacks[r] = without_watchdog(file_tail(self.stacks[r], sizes[r], limit=8000))
-        return stacks
-
 
 @contextlib.contextmanager
 def _main_script_hidden():
-    """Keep multiprocessing from re-running the driver's ``__main__`` script in every rank.
-
-    Ranks need nothing from it, and a user's script without an ``if __name__ ==
-    "__main__"`` guard would otherwise start the whole check again inside each rank.
-    """
+    """Keep multiprocessing from re-running the driver's ``__main__`` script in every rank: a
+    script without an ``if __name__ == "__main__"`` guard would start the check again in each."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or path is None or getattr(main, "__spec__", None) is not None:

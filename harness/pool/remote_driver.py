@@ -21,10 +21,11 @@ from typing import Any
 from harness.core.case import Case
 from harness.core.errors import PoolError, PoolGone, UsageError
 from harness.core.procedure import RankResult
+from harness.pool.evidence import STACK_WAIT_S
 from harness.pool.faults import RankFault
 from harness.pool.machine import group_timeout_s
 from harness.pool.pool import Pool
-from harness.pool.rankset import STACK_WAIT_S, RankSet
+from harness.pool.rankset import RankSet
 from harness.ranks import rank_calls
 from harness.ranks.protocol import Entered, ledger_text, receive, send
 from harness.ranks.remote_worker import AUTHKEY_ENV, parse_address

@@ -1,10 +1,8 @@
 """The hang watch: whether ranks that have not returned by the deadline are slowed or stuck.
 
-It reads the ranks' thread states and CPU time from ``/proc`` (:func:`usage`) over a window
-(:data:`WINDOW_S`) and decides, at the deadline, whether a case gets more time
-(:class:`Watch`); it also sets how often the controller polls the ranks' collective ledgers
-while it waits.  :class:`harness.pool.rankset.RankSet` runs the wait, and a remote set answers
-:meth:`~harness.pool.rankset.RankSet._usage` from its ranks' side connection instead.
+It reads the ranks' CPU time and thread states from ``/proc`` (:func:`usage`) over a window and
+decides, at the deadline, whether a case gets more time (:class:`Watch`).
+:class:`harness.pool.rankset.RankSet` runs the wait.
 """
 
 from __future__ import annotations
@@ -33,11 +31,9 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 def usage(pid: int) -> tuple[float, bool] | None:
-    """A process's CPU seconds so far and whether any of its threads is running, runnable or in
-    a disk wait (a collective's work runs on the backend's threads while the main one waits; a
-    fresh rank's first call can page in libraries), from ``/proc``; ``None`` where the system
-    does not say.  Its child processes count as its own (reaped ones by their CPU time, live
-    ones by theirs and their state): a rank waiting on a compiler it started is busy."""
+    """A process's CPU seconds so far and whether any of its threads is running, runnable or in a
+    disk wait, from ``/proc`` (``None``: the system does not say).  Its child processes count as
+    its own: a rank waiting on a compiler it started is busy."""
     try:
         whole = _stat_fields(f"/proc/{pid}/stat")
         threads = [_stat_fields(f"/proc/{pid}/task/{tid}/stat") for tid in os.listdir(f"/proc/{pid}/task")]
@@ -82,16 +78,11 @@ def _stat_fields(path: str) -> list[str]:
 class Watch:
     """Tells a slowed case from a stuck one once its time is up.
 
-    On a machine busier than it has cores (CI's two, shared with other jobs) a case that
-    takes milliseconds can miss a timeout of seconds: called a hang, it is one that no replay
-    brings back, or worse, one that a replay's own stall "reproduces".  A stuck rank
-    sleeps in a wait: no CPU, not runnable.  A slowed one runs, waits to run, or waits on the
-    disk.  So when the deadline comes and ranks have not returned, they are looked at over the
-    last :data:`WINDOW_S`: busy ones get another window, up to :data:`PATIENCE` times the
-    timeout; idle ones are stuck, and the case is a hang (one that sleeps costs no
-    more than its timeout).  A rank inside ``torch.compile`` (``compiling``, read off the ranks'
-    ledgers) is busy whatever it looks like, up to :data:`COMPILE_PATIENCE` times the timeout;
-    one still compiling then is :attr:`out_of_compile_time`, never a hang.
+    On a loaded machine a case of milliseconds can miss a timeout of seconds: a hang no replay
+    brings back.  A stuck rank sleeps in a wait; a slowed one runs or waits to.  So at the
+    deadline busy ranks get another :data:`WINDOW_S`, up to :data:`PATIENCE` times the timeout,
+    and idle ones are a hang.  A rank inside ``torch.compile`` is busy up to
+    :data:`COMPILE_PATIENCE` times the timeout, then :attr:`out_of_compile_time`, never a hang.
     """
 
     def __init__(self, look: Callable[[int], tuple[float, bool] | None], started: float, timeout_s: float,

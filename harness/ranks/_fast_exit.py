@@ -1,17 +1,9 @@
 """Imported by the rank forkserver only (:data:`harness.pool.forkserver.PRELOAD`): it exits at once.
 
-When the driver ends, the forkserver sees its pipe close and exits like any Python process:
-finalizing an interpreter that has imported torch and ``torch._dynamo`` takes 1.5-2 s on a
-2-core machine, during which it still held the command's stdout and stderr, so whatever waited
-for their end (a shell pipeline, ``subprocess.run(capture_output=True)``, CI) waited too.
-It has nothing to flush or save, so its exit skips that finalization.  Ranks forked from it
-inherit the registration but never run it: they leave through ``os._exit`` themselves, and
-the check of the process id would skip it anyway.
-
-Every process forked from it starts with Ctrl-C ignored (multiprocessing's forkserver hands its
-children the SIGINT disposition it found after its imports): Ctrl-C is the driver's to handle, and
-it stops them; a rank still starting when it came printed a ``KeyboardInterrupt`` traceback from
-multiprocessing's bootstrap, before its own code could ignore it.
+Finalizing an interpreter that has imported torch takes 1.5-2 s on 2 cores, while the forkserver
+still holds the command's stdout and stderr (whatever waits for their end waits too); it has
+nothing to flush, so its exit skips that.  Processes forked from it start with Ctrl-C ignored:
+Ctrl-C is the driver's to handle, and it stops them.
 """
 
 import atexit

@@ -1,12 +1,9 @@
 """The messages between the pool controller and its rank processes.
 
-Messages are ``(name, payload)`` pairs sent as pickled bytes (plain :mod:`pickle`, so tensors
-travel by value and never through shared memory that a dying rank would take with it).
-The set is closed: controller -> rank ``run`` (a :class:`~harness.core.procedure.RunRequest`) /
-``call`` / ``stop``; rank -> controller ``ready`` / ``result`` (a :class:`~harness.core.procedure.RankResult`).  A remote rank (``harness.remote``) has a second, side connection on
-which the controller may ask ``stack`` while the rank is busy and the rank answers ``stack``
-(its main thread's stack and last collective).  This module imports only the standard
-library and torch.
+Messages are ``(name, payload)`` pairs sent as pickled bytes, so tensors travel by value, never
+through shared memory a dying rank would take with it: controller -> rank ``run`` / ``call`` /
+``stop``; rank -> controller ``ready`` / ``result``; a remote rank answers ``stack`` on a side
+connection while busy.  Imports only the standard library and torch.
 """
 
 from __future__ import annotations
@@ -45,10 +42,8 @@ class RankInit:
 class Entered:
     """One collective a rank entered: its place in the rank's sequence and what it was.
 
-    ``key`` is what must be the same on every rank of a group at this place (the op and,
-    where the op needs it, the payload's dtype and shape); ``""`` for point-to-point ops,
-    which differ between sender and receiver by design.  ``peers`` names the process group
-    it ran on: its global ranks as ``"1,3"``, or ``""`` for the world.
+    ``key``: what must match on every rank of a group at this place (``""`` for point-to-point
+    ops); ``peers``: its group's global ranks as ``"1,3"``, or ``""`` for the world.
     """
 
     seq: int
@@ -92,17 +87,11 @@ READ_TRIES = 20
 
 def ledger_text(entries: list[Entered], returned: bool, counts: dict[str, int],
                 limit: int = LEDGER_BYTES - 1) -> bytes:
-    """A rank's ledger as text: a first line of per-group counts (``@peers=n;...``), then the
-    most recent ``entries`` that fit in ``limit`` bytes, one per line, as ``#seq|key|peers|described``,
-    then a checksum line.
+    """A rank's ledger as text: per-group counts (``@peers=n;...``), the most recent ``entries``
+    that fit in ``limit`` bytes as ``#seq|key|peers|described``, then a checksum line.
 
-    The last entry ends with `` (returned)`` once the rank has left that collective.  A
-    rank writes this to its shared slot as it enters and leaves each collective; the
-    controller reads it while the rank runs (:func:`read_slot`), so it can compare ranks'
-    sequences before any of them returns.  Nothing orders the two: a reader can copy the slot
-    while the rank rewrites it and get the new text's start with the old one's end, a line
-    whose sequence number and collective do not belong together (seen under load: 3 in 77,628
-    reads), which would look like a desync.  The checksum tells such a copy from a real ledger.
+    The controller reads it while the rank rewrites it (:func:`read_slot`), unordered: a torn
+    copy (seen under load: 3 in 77,628 reads) would look like a desync; the checksum tells it.
     """
     return ledger_from_lines([entry_line(entry) for entry in entries], returned, counts, limit)
 
@@ -198,11 +187,8 @@ def receive(conn: Connection) -> tuple[str, Any]:
 
 
 class _TensorPickler(pickle.Pickler):
-    """Pickles dense CPU tensors as raw storage bytes plus their view geometry.
-
-    torch's own reduction goes through ``torch.save`` and costs about ten times more per
-    tensor; results carry several small tensors per rank per case.
-    """
+    """Pickles dense CPU tensors as raw storage bytes plus their view geometry: torch's own
+    reduction costs about ten times more per tensor."""
 
     def reducer_override(self, obj: Any) -> Any:
         if not isinstance(obj, torch.Tensor) or obj.device.type != "cpu" or obj.layout != torch.strided:

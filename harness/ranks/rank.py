@@ -1,10 +1,7 @@
 """The rank process: joins a real process group, then runs cases sent by the controller.
 
-Like xdist's ``remote.py`` this side knows only torch, the case model and the protocol; it
-never decides whether a result is right.  It reports what it saw (outputs, gradients, the
-input afterwards, exceptions with tracebacks, the collectives it entered, timings) and the
-controller compares.  Started from a forkserver that has imported this module (and torch)
-once, so a rank is ready in tens of milliseconds.
+It knows only torch, the core and the protocol, and reports what it saw; the controller judges.
+Forked from a forkserver that has imported this module and torch, it is ready in milliseconds.
 """
 
 from __future__ import annotations
@@ -80,13 +77,9 @@ POINT_TO_POINT: frozenset[str] = frozenset({"send", "recv"})
 
 
 class CollectiveLog:
-    """Records each torch.distributed collective this rank enters.
-
-    The recent entries are mirrored into shared memory (:func:`harness.ranks.protocol.ledger_text`)
-    as the rank enters and leaves each one, so the controller can read them while the rank
-    is blocked inside a collective: the hang report names it, and two ranks that entered
-    different collectives at the same place are a desync the moment both have entered.
-    """
+    """Records each torch.distributed collective this rank enters, mirrored into shared memory
+    (:func:`harness.ranks.protocol.ledger_text`) so the controller reads it while the rank is
+    blocked: a hang names its collective, and a desync shows the moment both ranks entered."""
 
     def __init__(self, shared: Any) -> None:
         self.shared = shared  # None for remote ranks, which have no shared memory
@@ -226,12 +219,8 @@ def main(init: RankInit, conn: Connection, last_collective: Any) -> None:
 
 
 def serve(conn: Connection, log: CollectiveLog) -> bool:
-    """Answer ``run`` and ``call`` messages until ``stop`` (True) or the controller is gone (False).
-
-    The message loop of every rank, whoever started it: pool ranks (:func:`main`) and the
-    ranks torchrun starts for a remote driver (``harness.remote``) join their group their
-    own way, then serve here.
-    """
+    """Answer ``run`` and ``call`` messages until ``stop`` (True) or the controller is gone (False):
+    every rank's loop, pool ranks' (:func:`main`) and torchrun's (``harness.remote``)."""
     log.watch_compiles()
     handlers = {"run": functools.partial(on_run, log), "call": functools.partial(on_call, log),
                 "batch": functools.partial(on_batch, log)}
@@ -264,13 +253,10 @@ def on_run(log: CollectiveLog, request: RunRequest) -> RankResult:
 
 
 def on_batch(log: CollectiveLog, batch: BatchRequest) -> RankResult:
-    """Run a batch's cases back to back and judge each here (:func:`harness.core.checks.check_result`,
-    the reference computed on this rank); ``value``: a :class:`~harness.core.procedure.BatchSummary`.
-
-    The ledger runs on across the cases, so the controller compares the ranks' collectives
-    place by place as within one case.  A case that fails here, or leaves something behind,
-    ends the batch: the controller runs it again the usual way, which decides what it was.
-    """
+    """Run a batch's cases back to back and judge each here (:func:`harness.core.checks.check_result`);
+    ``value``: a :class:`~harness.core.procedure.BatchSummary`.  The ledger runs on across the
+    cases.  A case that fails or leaves something behind ends the batch; the controller runs it
+    again the usual way, which decides what it was."""
     from harness.core.checks import batch_notes, check_result  # judging on the rank: only batches need it
 
     log.reset()
@@ -310,19 +296,12 @@ def on_call(log: CollectiveLog, payload: dict) -> RankResult:
 
 
 def group_sequences() -> dict[str, tuple[tuple[int, ...], int]] | None:
-    """Every process group this rank belongs to, by name: its global ranks and the number of
-    operations this rank has issued on it (the backend's own count, so functional collectives,
-    the ones autograd runs and point-to-point ops count too, not only the recorded calls).
-
-    The controller keeps a set only while these agree among each group's members: a rank that
-    went on alone (gloo completes a gather of empty tensors without its peers) has used up a
-    collective tag its peers have not, and the next collective on that group would hang.
-    ``None`` when this torch or backend does not say: the controller then assumes the worst.
-
-    One more entry, :data:`GROUPS_MADE`, counts the groups this rank has made (torch numbers
-    them, and names each by its number): a target that makes a group on its members only
-    leaves an idle rank behind, and the next ``new_group`` would name one group two ways and
-    wait forever.
+    """Every process group this rank belongs to, by name: its global ranks and the operations
+    this rank has issued on it (the backend's own count, so every op counts); ``None`` when the
+    backend does not say.  The controller keeps a set only while these agree in each group: a
+    rank that went on alone has used a tag its peers have not, and the next collective hangs.
+    :data:`GROUPS_MADE` counts the groups made: one made on its members only would leave the
+    next ``new_group`` naming one group two ways.
     """
     try:
         world = dist.distributed_c10d._world
@@ -367,14 +346,11 @@ def case_device(device: str) -> str:
 
 
 def configure_nccl() -> None:
-    """Make NCCL collectives fail like gloo ones; call before creating an nccl group.
+    """Make NCCL collectives fail like gloo ones (defaults only; a user's setting wins).
 
-    Blocking wait makes each collective call block until the GPU work is done (or raise on
-    the group timeout), so "last collective entered" and stall-based desync detection mean
-    the same as with gloo, and a hang is a rank sitting inside the collective call, where
-    its stack shows it.  Asynchronous error handling tears the process down on an NCCL
-    error the watchdog sees: a crash the pool reports, never a rank that lingers broken.
-    Both are defaults only: a user's own setting wins.
+    Blocking wait keeps a hanging rank inside the collective call, where its stack and ledger
+    show it; asynchronous error handling turns an NCCL error into a crash, never a rank that
+    lingers broken.
     """
     os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
@@ -399,11 +375,8 @@ def _join_group(init: RankInit) -> None:
 
 
 def _redirect_output(path: str) -> None:
-    """Send this rank's stdout/stderr (C++ aborts included) to its log file.
-
-    Its directory is gone only when the pool closed while this rank was starting (a spare,
-    started in the background, at Ctrl-C): nothing is left for it to do, nor anyone to tell.
-    """
+    """Send this rank's stdout/stderr (C++ aborts included) to its log file; its directory is
+    gone only when the pool closed while this rank started, leaving nothing to do."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except FileNotFoundError:
@@ -417,12 +390,8 @@ def _redirect_output(path: str) -> None:
 
 
 def die_with_parent(driver_pid: int) -> None:
-    """Never outlive the driver, however it ends (Ctrl-C, SIGTERM, SIGKILL of an xdist worker).
-
-    Linux SIGKILLs this rank when its parent (the forkserver, which exits with the driver,
-    or torchrun's agent for a remote rank) dies; a watchdog thread covers ``driver_pid``
-    itself dying while the parent lingers.
-    """
+    """Never outlive the driver, however it ends: Linux kills this rank when its parent dies, and
+    a watchdog thread covers ``driver_pid`` dying while the parent lingers."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

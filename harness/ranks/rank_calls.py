@@ -1,9 +1,7 @@
 """Every helper the controller has ranks run, besides cases: the rank side of its helper calls.
 
-The controller sends a helper call by name (:meth:`harness.pool.rankset.RankSet.call`), and a rank
-imports the function it names; so each such function lives here, on the rank side, and the
-controller names it with :func:`address` of the function itself, never with a string.  A
-rank importing this module imports nothing of the controller (``tests/test_house.py``).
+A rank imports the function a helper call names (:meth:`harness.pool.rankset.RankSet.call`), so
+each lives here, on the rank side, and the controller names it with :func:`address`, never a string.
 """
 
 from __future__ import annotations
@@ -15,8 +13,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from harness.core.binding import plan_call
 from harness.core.contract import ALL_DTYPES
-from harness.core.conventions import plan_call
 from harness.ranks import targets
 from harness.ranks.rank import case_device, configure_nccl
 
@@ -40,13 +38,10 @@ def plan_call_on_rank(target: str, needs_group: bool, kwargs: tuple[tuple[str, s
 
 
 def join_group(backend: str, device: str, timeout_s: float, prefix: str) -> str:
-    """Run on every rank (the driver's first ``call``): form the group from torchrun's environment.
-
-    The store is torchrun's (``env://``: ``MASTER_ADDR``/``MASTER_PORT``), but every key goes
-    under ``prefix``, new for each set: torchrun keeps its store across restarts, and a group
-    formed under the default keys meets the addresses of the previous, dead incarnation (gloo:
-    "Connection refused" until the join times out).  Returns the device the rank builds its
-    tensors on.
+    """Run on every rank (the driver's first ``call``): form the group from torchrun's environment
+    and return the device the rank builds its tensors on.  Every key goes under ``prefix``, new
+    for each set: torchrun keeps its store across restarts, where default keys would meet a dead
+    incarnation's addresses.
     """
     if dist.is_initialized():
         raise RuntimeError("this rank is already in a process group")
@@ -62,15 +57,9 @@ def join_group(backend: str, device: str, timeout_s: float, prefix: str) -> str:
 
 
 def measure_capabilities(device: str = "cpu") -> dict[tuple[str, str], str]:
-    """Run inside every rank: try each (dtype, op) on ``device`` tensors and check the values.
-
-    ``device`` is the set's (``cuda``: the GPU the rank is pinned to), because support
-    differs by device as well as by backend: gloo on CUDA tensors is not gloo on CPU ones.
-    gloo raises a Python error for an unsupported dtype on every rank alike, before any
-    communication, so one failing cell leaves the group usable for the next (so on every
-    release from torch 2.4 to 2.15: on 2.4 to 2.8 the complex ``reduce_scatter_tensor`` and
-    ``broadcast`` cells fail with "Invalid scalar type" and the cells after them pass).
-    """
+    """Run inside every rank: try each (dtype, op) on ``device`` tensors (support differs by device
+    too) and check the values.  gloo refuses an unsupported dtype on every rank alike, before any
+    communication, so a failing cell leaves the group usable (torch 2.4 to 2.15)."""
     device = case_device(device)
     cells: dict[tuple[str, str], str] = {}
     for name in PROBED_DTYPES:
@@ -87,10 +76,7 @@ def measure_capabilities(device: str = "cpu") -> dict[tuple[str, str], str]:
 
 
 def _filled(value: int, dtype: torch.dtype, device: str, n: int) -> torch.Tensor:
-    """``n`` elements whose raw bytes all equal ``value``: exact in every dtype, no casts.
-
-    A bool byte must be 0 or 1, so bools get the value's parity.
-    """
+    """``n`` elements whose raw bytes all equal ``value`` (bools: its parity): exact, no casts."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     value = value % 2 if dtype == torch.bool else value
     return torch.full((n * itemsize,), value, dtype=torch.uint8, device=device).view(dtype)

@@ -47,11 +47,8 @@ def torchrun_identity() -> dict[str, Any]:
 
 
 def _greet_driver(address: tuple[str, int], authkey: bytes, deadline: float, hello: dict) -> Connection:
-    """Connect to the driver and say ``ready``, retrying while nobody listens yet.
-
-    The greeting goes out at once: the driver reads it before it accepts the next connection.
-    Raises ``TimeoutError`` at the deadline.
-    """
+    """Connect to the driver and say ``ready`` at once, retrying while nobody listens yet
+    (``TimeoutError`` at the deadline)."""
     while True:
         try:
             conn = Client(address, family="AF_INET", authkey=authkey)
@@ -70,11 +67,8 @@ def _main_stack(main_ident: int) -> str:
 
 
 def _answer_side(conn: Connection, log: CollectiveLog, main_ident: int) -> None:
-    """The side thread: answer ``stack`` requests; end the process when the driver drops us.
-
-    The main thread may be blocked in a collective that will never complete: only this
-    thread can still notice that the driver has given up on the rank.
-    """
+    """The side thread: answer ``stack`` requests; end the process when the driver drops us (the
+    main thread may be blocked in a collective that never completes)."""
     while True:
         try:
             name, _ = receive(conn)

@@ -1,14 +1,8 @@
 """Load a ``gather(x, dim)`` target from ``package.module:attr`` or ``path/to/file.py:attr``.
 
-One selector syntax for the CLI, the pytest plugin, the Python API and the environment.
-Loading happens inside rank processes (the driver never imports user code); the driver
-validates a target by asking a rank to load it and plan its call (``harness.search.probe``).
-
-Before that, :func:`locate` answers what can be known without executing any of the user's
-code, in milliseconds and before torch is imported: the selector's syntax, whether the file
-or module exists (a module is looked up the way ``import`` would, its parent packages
-included, without running them), and whether its source parses.  :func:`source_file` names
-the file a target lives in, so that ``pkg.mod:f`` and ``pkg/mod.py:f`` are one target.
+Loading happens inside rank processes: the driver never imports user code.  Before that,
+:func:`locate` answers what can be known without running any of it, in milliseconds: the
+selector's syntax, whether the file or module exists, whether its source parses.
 This module imports only the standard library.
 """
 
@@ -39,12 +33,8 @@ def split_target(target: str) -> tuple[str, str]:
 
 
 def locate(target: str) -> str:
-    """``target`` checked as far as it can be without importing it, a file path made absolute.
-
-    Raises :class:`TargetError` for a selector without ``:attr``, a file or module that does
-    not exist, or source with a syntax error (named at its own file and line).  Warm ranks
-    keep the working directory they started in, hence the absolute path.
-    """
+    """``target`` checked as far as it can be without importing it (else :class:`TargetError`), a
+    file path made absolute: warm ranks keep the working directory they started in."""
     module, attr = split_target(target)
     if module.endswith(".py"):
         if not os.path.isfile(module):
@@ -60,11 +50,8 @@ def locate(target: str) -> str:
 
 
 def source_file(target: str) -> str | None:
-    """The absolute path of the file ``target``'s module is read from (``None``: not a source file).
-
-    Found without importing anything, so the driver can name a target's repro folder the
-    same whichever way the target was written.
-    """
+    """The absolute path of the file ``target``'s module is read from (``None``: not a source file),
+    found without importing anything: ``pkg.mod:f`` and ``pkg/mod.py:f`` are one target."""
     module, _ = split_target(target)
     if module.endswith(".py"):
         return os.path.abspath(module)
@@ -83,12 +70,8 @@ def _similar_file(path: str) -> str:
 
 
 def _find_module(name: str) -> str | None:
-    """Where ``import name`` would load ``name`` from (its ``origin``), or ``None`` if nowhere.
-
-    ``importlib.util.find_spec`` imports the parent packages of a dotted name; this walks
-    them with the path finder instead, so no ``__init__.py`` runs.  The working directory is
-    searched too, as ranks add it to their path.
-    """
+    """Where ``import name`` would load ``name`` from (its ``origin``), or ``None`` if nowhere;
+    unlike ``importlib.util.find_spec``, no parent ``__init__.py`` runs."""
     search = [*sys.path, os.getcwd()]
     parts = name.split(".")
     spec = None
@@ -159,11 +142,8 @@ def shown_path(path: str) -> str:
 
 
 def load(target: str, *, fresh: bool = False) -> Callable:
-    """Import the target's module (once per process) and return the callable it names.
-
-    ``fresh``: execute the module again first, so state it keeps between calls (caches,
-    counters) starts over; state kept in other modules is not reset.
-    """
+    """Import the target's module (once per process) and return the callable it names; ``fresh``:
+    execute the module again first, so state it keeps between calls starts over."""
     if target in _CACHE and not fresh:
         return _CACHE[target]
     module_name, attr = split_target(target)

@@ -1,13 +1,9 @@
 """Where the harness writes, and how: one hidden directory, atomic JSON, names per target.
 
-Everything the harness generates without being asked for a path (repro scripts, the example
-database, fuzz summaries and pages) lands under one hidden directory of the working
-directory, :data:`OUTPUT_DIR` (``.gather-harness/``), the way Hypothesis keeps
-``.hypothesis/`` and pytest ``.pytest_cache/``.  Like pytest's, it holds a ``.gitignore``
-that ignores it, so a user's ``git status`` stays clean.  Repro scripts are grouped by target
-and named by property (``repros/<target>/<property>.py``): a newer finding of the same
-target and property replaces the older script, so the directory stays bounded.  Every
-location can still be chosen (``--repro-dir``, ``--database``, ``--json``, ``--html``).
+Everything the harness writes without being given a path lands under :data:`OUTPUT_DIR`
+(``.gather-harness/``), which, like ``.pytest_cache/``, holds a ``.gitignore`` that ignores it.
+Repro scripts are ``repros/<target>/<property>.py``: a newer finding replaces the older script,
+so the directory stays bounded.
 """
 
 from __future__ import annotations
@@ -92,10 +88,7 @@ def write_json(path: str | os.PathLike, document: object) -> None:
 
 
 def check_writable(option: str, path: str | None) -> None:
-    """Fail before a long search, not after it, when a file the user named cannot be written.
-
-    A path inside the hidden output directory is always fine: it is created on first write.
-    """
+    """Fail before a long search, not after it, when a file the user named cannot be written."""
     if path is None:
         return
     folder = os.path.dirname(os.path.abspath(path))
@@ -105,13 +98,8 @@ def check_writable(option: str, path: str | None) -> None:
 
 
 def target_slug(target: str) -> str:
-    """A directory name for ``target``: ``<module>.<attr>-<hash of its file>``.
-
-    One name per target however it was written: ``pkg/mod.py:f`` on the command line and
-    ``pkg.mod:f`` (or the function itself) from the Python API both read ``pkg/mod.py``, so
-    both name ``mod.f-<hash>``.  The hash of the absolute path keeps two ``gather.py`` files
-    in different directories apart.  A module with no source file keeps its dotted name.
-    """
+    """A directory name for ``target``: ``<module>.<attr>-<hash of its file>``, one however the
+    target was written; the hash keeps two ``gather.py`` files in different directories apart."""
     module, _, attr = target.rpartition(":")
     source = targets.source_file(target)
     if source is None:

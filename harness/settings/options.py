@@ -1,14 +1,9 @@
 """Every setting of a check, declared once: its name, type, default and help.
 
-The command line (every command's options, :mod:`harness.frontends.arguments`), the pytest plugin's
-``--gather-*`` options (:mod:`harness.plugin`) and the Python API's keyword defaults
-(:func:`harness.check_gather`, :class:`harness.frontends.api.CheckOptions`) are all generated from or
-read off :data:`OPTIONS`; :func:`resolved` turns any front end's values into the settings
-:func:`harness.frontends.api.bind` builds a check from, and :func:`command_line` writes them back as a
-``check`` command.  A new setting is one row here, and the front ends cannot drift apart.
-Where a command means a setting differently (``report``'s shorter timeout, ``fuzz``'s time
-budget), the row says so.  Plain data, importing neither torch nor Hypothesis: parsing a
-command line must stay fast.
+The command line (:mod:`harness.frontends.arguments`), the pytest plugin (:mod:`harness.plugin`) and
+the Python API's defaults are all read off :data:`OPTIONS`, so a new setting is one row here and
+the front ends cannot drift apart; :func:`resolved` turns any front end's values into settings.
+Plain data, importing neither torch nor Hypothesis: parsing a command line must stay fast.
 """
 
 from __future__ import annotations
@@ -76,15 +71,10 @@ class Option:
     - ``repeat``: ``--flag VALUE``, any number of times, collected in a list;
     - ``optional``: ``--flag [VALUE]``, a bare ``--flag`` meaning ``const``.
 
-    ``section`` is the CLI's help group (``contract``, ``search``, ``budget``: the mutually
-    exclusive pair of budgets, ``output``); contract and search settings are what a ``check``
-    command line repeats (:func:`command_line`).  ``plugin``: also a pytest option; ``fixture``:
-    a budget option the ``gather_check`` fixture fills in from the session, so its pytest
-    default is ``None`` (not given).  ``help`` names options as the CLI spells them (the
-    plugin's help says ``--gather-`` for ``--``); ``plugin_default`` is the plugin's default in
-    words, where it differs from the CLI's.  ``defaults`` and ``helps``: another command's
-    default and help, by command name (``fuzz`` leaves the contract unset: a catalogue
-    variant's own claim applies).
+    ``section`` is the CLI's help group; contract and search settings are what a ``check``
+    command line repeats (:func:`command_line`).  ``fixture``: a budget the ``gather_check``
+    fixture fills in from the session, so its pytest default is ``None``.  ``defaults`` and
+    ``helps``: another command's default and help, by command name.
     """
 
     name: str

@@ -1,8 +1,7 @@
 """The Hypothesis profiles by name: which exist, their world sizes, and which one applies.
 
-Plain data, apart from :mod:`harness.settings.profiles` (which builds their settings), so that the
-command line can check ``--profile`` and print its help without importing Hypothesis: a
-mistyped option is answered before any of the engine loads.
+Plain data, apart from :mod:`harness.settings.profiles`, so the command line checks ``--profile``
+without importing Hypothesis.
 """
 
 from __future__ import annotations

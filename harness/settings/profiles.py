@@ -1,16 +1,9 @@
 """Hypothesis profiles shared by the project's conftest, the pytest plugin and the CLI.
 
-Registering our own ``ci`` profile matters: with ``CI=true`` Hypothesis silently loads its
-built-in ``ci`` profile (derandomized, no database) unless a project registers one.  Every
-profile has ``deadline=None`` because an example is a real multi-process run whose time
-depends on the machine's load, not on the code under test.
-
-- ``dev`` (default on a workstation): 100 examples, example database in ``.gather-harness/examples``.
-- ``ci`` (default when ``CI`` is set): 100 examples, randomized, no database, world sizes 1..4.
-- ``nightly``: 1000 examples, database, world sizes 1..8.
-- ``fuzz``: effectively unbounded examples (use a time budget), database, world sizes 1..8.
-
-Select with ``GATHER_HARNESS_PROFILE=<name>`` or pytest's ``--hypothesis-profile``.
+Our own ``ci`` profile matters: with ``CI=true`` Hypothesis silently loads its built-in one
+(derandomized, no database) unless a project registers one.  Every profile has ``deadline=None``:
+an example is a multi-process run whose time depends on the machine's load.  The profiles and
+how to select one: docs/profiles.md.
 """
 
 from __future__ import annotations
@@ -48,11 +41,9 @@ def _database() -> DirectoryBasedExampleDatabase:
 class KeyedDatabase(ExampleDatabase):
     """One target's share of an example database: every key is prefixed with ``prefix``.
 
-    Hypothesis keys saved examples by the test function, and the harness's test function is
-    the same for every target and contract; without a prefix every check would replay every
-    other target's failures.  Built on the public :class:`~hypothesis.database.ExampleDatabase`
-    interface only (``save``/``fetch``/``delete``/``move``), so it works with any database a
-    profile names and any ``hypothesis>=6.100``.
+    Hypothesis keys saved examples by the test function, the same for every target: without a
+    prefix every check would replay every other target's failures.  Public
+    :class:`~hypothesis.database.ExampleDatabase` interface only, so any database works.
     """
 
     def __init__(self, inner: ExampleDatabase, prefix: bytes) -> None:
@@ -77,12 +68,9 @@ class KeyedDatabase(ExampleDatabase):
 
 
 class ReadOnlyDatabase(ExampleDatabase):
-    """A database that replays what ``inner`` holds and changes nothing in it.
-
-    A search drawn ahead of its runs (:meth:`harness.search.session._Session.search`) replays the saved
-    failures as the real run does, but its test function only collects the cases: Hypothesis
-    would take every saved failure for one that no longer fails, and delete it.
-    """
+    """A database that replays what ``inner`` holds and changes nothing in it: a search drawn ahead
+    of its runs (:meth:`harness.search.session._Session.search`) only collects cases, and
+    Hypothesis would delete every saved failure as no longer failing."""
 
     def __init__(self, inner: ExampleDatabase) -> None:
         super().__init__()
@@ -119,11 +107,8 @@ def keyed(active: settings, key: bytes) -> settings:
 
 
 def settings_for(name: str) -> settings:
-    """The settings of profile ``name``, built without registering anything globally.
-
-    The Python API and the CLI use this, so checking a gather from another project's test
-    suite never replaces that project's own ``dev``/``ci`` profiles.
-    """
+    """The settings of profile ``name``, built without registering anything globally: checking a
+    gather from another project's tests never replaces that project's own profiles."""
     common = settings(deadline=None, suppress_health_check=_SLOW_OK, print_blob=True, phases=PHASES)
     if name == "ci":
         return settings(common, max_examples=100, database=None, derandomize=False)
@@ -132,13 +117,9 @@ def settings_for(name: str) -> settings:
 
 
 def for_the_pool(base: settings) -> settings:
-    """``base`` (a caller's profile) with what every search on real ranks needs, whatever it says.
-
-    No deadline (a case spans processes), no ``explain`` phase (see :data:`PHASES`), and
-    the health checks that slow examples trip switched off.  A Python-API caller's active
-    profile would otherwise bring Hypothesis's defaults: 200 ms deadlines and an explain
-    phase that made one gradient finding take 24 s instead of 3.
-    """
+    """``base`` (a caller's profile) with what every search on real ranks needs: no deadline, no
+    ``explain`` phase (:data:`PHASES`: it made one gradient finding take 24 s instead of 3), and
+    no health checks that slow examples trip."""
     phases = tuple(phase for phase in base.phases if phase is not Phase.explain)
     suppressed = list(dict.fromkeys([*base.suppress_health_check, *_SLOW_OK]))
     return settings(base, deadline=None, phases=phases, suppress_health_check=suppressed)
