@@ -49,7 +49,6 @@ from harness.settings.options import resolved
 
 if TYPE_CHECKING:
     from harness.frontends.api import CheckOptions, Prepared
-    from harness.search.results import CheckReport
 
 #: The commands that start rank processes: the forkserver starts as soon as their arguments
 #: are known to be good, so that its imports overlap the command's own.
@@ -178,6 +177,7 @@ def run_check_command(args: argparse.Namespace) -> int:
         ProgressLine,
         check_json,
         check_markdown,
+        check_verdict_text,
         finding_dicts,
         page_header,
         write_step_summary,
@@ -199,7 +199,9 @@ def run_check_command(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.close()
     rerun = check_command(options, listen=args.listen, connect_timeout=args.connect_timeout)
-    print(("" if args.quiet else "\n") + _verdict_text(result, options, prepared) + f"\n\nrerun: {rerun}"
+    told = [*prepared.probe.notes, *prepared.probe.advice]
+    verdict = check_verdict_text(result, full_stacks=options.full_stacks, probe_misuse=options.probe_misuse, told=told)
+    print(("" if args.quiet else "\n") + verdict + f"\n\nrerun: {rerun}"
           + ("" if result.verdict == "pass" else f"\n{CASE_NOTATION}"))
     if not args.quiet:
         print("\n" + result.coverage.summary())
@@ -233,34 +235,3 @@ def _header(options: CheckOptions, prepared: Prepared) -> str:
     if not_drawn:
         lines.append(f"  not drawn: {', '.join(not_drawn)} ({prepared.not_drawn_why})")
     return "\n".join(lines)
-
-
-def _verdict_text(result: CheckReport, options: CheckOptions, prepared: Prepared) -> str:
-    """PASS/FAIL with counts, the notes the header could not give, then every finding with its
-    repros, misuse findings apart."""
-    from harness.report.text import examples_text, finding_text
-
-    counts = f"{examples_text(result)} ({result.elapsed_s:.1f} s)"
-    if result.verdict == "pass":
-        lines = [f"PASS: no counterexample in {counts}"]
-    else:
-        names = [f.property for f in result.findings + result.misuse_findings]
-        lines = [f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} violated ({', '.join(names)}) "
-                 f"in {counts}"]
-    lines += [f"note: {note}" for note in result.notes if note not in [*prepared.probe.notes, *prepared.probe.advice]]
-    lines += [f"leak: {leak}" for leak in result.leaks]
-    lines += [f"warning: {warning}" for warning in result.warnings()]
-    lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.findings]
-    if options.probe_misuse:
-        lines.append(_misuse_summary(result))
-        lines += ["\n" + finding_text(finding, full_stacks=options.full_stacks) for finding in result.misuse_findings]
-    return "\n".join(lines)
-
-
-def _misuse_summary(result: CheckReport) -> str:
-    if not result.misuse_examples:
-        return "misuse cases: none; the contract leaves no out-of-contract input to try"
-    if not result.misuse_findings:
-        return (f"misuse cases: {result.misuse_examples} examples, each raised in time on every "
-                f"rank or answered right")
-    return f"\nmisuse cases (--probe-misuse), {result.misuse_examples} examples:"

@@ -1,29 +1,17 @@
 """``python -m harness fuzz`` and ``python -m harness replay``: long randomized runs, and their findings again.
 
-``fuzz`` searches the whole catalogue (round-robin, each variant against its authors' claim)
-or one TARGET (with the contract options of ``check``) until a time budget is spent
-(``--duration 30m``).  Each turn of a variant is a time slice run by the same engine as
-``check`` (:func:`harness.frontends.api.execute`) with a fresh seed and the ``fuzz`` Hypothesis profile,
-whose example database persists: failures found once are tried first in every later run,
-on any machine given the same database (the database key names target and contract, not
-backend or device, so a GPU run's failures replay on a CPU box as far as the case allows).
-A variant with a finding leaves the rotation; the others go on.
+``fuzz`` searches the whole catalogue (round-robin, each variant against its authors' claim) or
+one TARGET until a time budget is spent.  Each turn of a variant is a time slice of the engine
+``check`` runs (:func:`harness.frontends.api.execute`), with a fresh seed and the ``fuzz`` profile,
+whose example database persists: failures found once are tried first in every later run, on any
+machine given the same database.  A variant with a finding leaves the rotation.
 
-The JSON summary (``--json``, default ``.gather-harness/fuzz.json``) is rewritten atomically every
-``--save-every`` seconds, after every slice, and at the end, also on SIGTERM or Ctrl-C, so
-a killed run loses at most the last few seconds.  Each finding in it carries its case as
-JSON; ``replay SUMMARY.json --index N`` runs that case again (``--on-cpu``: a CUDA case with
-gloo on CPU tensors).  A failure still being shrunk when the run is killed is not in the
-summary, but Hypothesis has already saved it in the database: the next run starts with it.
-
-Exit status of ``fuzz``: 0 nothing found, 1 something found, 2 bad arguments, 3 the harness
-could not run, 130 interrupted before anything was found.  Of ``replay``: 0 no chosen finding
-reproduced, 1 at least one did, 2 bad arguments.
-
-One concern: the ``fuzz`` and ``replay`` commands' loop (slices, budgets, the database, the
-summary); every slice is a ``check`` (:func:`harness.frontends.api.execute`).
+The JSON summary is rewritten atomically every ``--save-every`` seconds, after every slice, and
+at the end (also on SIGTERM or Ctrl-C), so a killed run loses at most the last few seconds; a
+failure still being shrunk is in the database already.  ``replay SUMMARY.json --index N`` runs a
+finding's case again.  Exit status of ``fuzz``: 0 nothing found, 1 found, 2 bad arguments, 3 the
+harness could not run, 130 interrupted; of ``replay``: 0 none reproduced, 1 one did, 2 bad arguments.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -41,7 +29,6 @@ from typing import Any
 
 import torch
 
-from harness.core.case import Case
 from harness.core.contract import Contract
 from harness.core.errors import Exit, Misfit, PoolError, PoolGone, TargetError, UsageError
 from harness.frontends.api import (
@@ -58,7 +45,7 @@ from harness.frontends.arguments import one_line
 from harness.pool.pool import Pool, shared_pool
 from harness.ranks.targets import shown_target
 from harness.report import coverage_page
-from harness.report.text import ProgressLine, finding_text
+from harness.report.text import ProgressLine, fuzz_header, fuzz_verdict_text
 from harness.search.coverage import Coverage
 from harness.search.finding import Finding
 from harness.search.results import Progress
@@ -403,7 +390,8 @@ def run_fuzz_command(args: argparse.Namespace) -> int:
     if args.target is not None:
         fuzzer.prepare(entries[0])  # a TARGET that cannot be loaded is a usage error (2), as in check
     if not args.quiet:
-        print(_header(fuzzer), flush=True)
+        print(fuzz_header(settings, [entry.name for entry in entries], options.max_examples, summary.path,
+                          summary.every_s), flush=True)
     progress = None if args.quiet else ProgressLine(label="  ")
     fuzzer.show = progress
     with _interruptible_once(fuzzer.stop):
@@ -419,42 +407,12 @@ def run_fuzz_command(args: argparse.Namespace) -> int:
             if progress is not None:
                 progress.close()
             summary.save(force=True)
-    print(_verdict_text(summary, full_stacks=args.full_stacks))
+    print(fuzz_verdict_text(summary.to_json(), summary.path, full_stacks=options.full_stacks))
     if not args.quiet:
         print("\n" + summary.coverage().summary() + f"\ncoverage page: {os.path.abspath(summary.html or '')}")
     if summary.findings:
         return Exit.COUNTEREXAMPLE
     return Exit.INTERRUPTED if summary.status == "interrupted" else Exit.PASS
-
-
-def _header(fuzzer: Fuzzer) -> str:
-    settings = fuzzer.summary.settings
-    names = ", ".join(entry.name for entry in fuzzer.entries)
-    budget = (f"{settings['duration_s']:g} s" if settings["duration_s"] is not None else "no time limit") + (
-        f", at most {fuzzer.budget.max_examples} examples" if fuzzer.budget.max_examples else "")
-    low, high = settings["world_sizes"]
-    return "\n".join([
-        f"gather-harness fuzz: {len(fuzzer.entries)} target(s): {names}",
-        f"  {settings['backend']}/{settings['device']}, world sizes {low}-{high}, profile {settings['profile']}, "
-        f"database {settings['database']}, budget {budget}, seed {settings['seed']}",
-        f"  summary: {fuzzer.summary.path} (rewritten every {fuzzer.summary.every_s:g} s)",
-    ])
-
-
-def _verdict_text(summary: Summary, *, full_stacks: bool) -> str:
-    state = {"finished": "", "interrupted": " (interrupted)", "error": " (stopped by an error)"}[summary.status]
-    head = (f"FOUND {len(summary.findings)} finding(s)" if summary.findings else "NOTHING FOUND") + (
-        f" in {summary.examples} examples ({time.monotonic() - summary.started:.0f} s){state}")
-    lines = [head] + [f"  {entry.name}: {entry.status}, {entry.examples} examples"
-                      + (f" ({entry.error})" if entry.error else "") for entry in summary.entries]
-    for finding in summary.findings:
-        shown = Finding(finding["property"], finding["kind"], Case.from_dict(finding["case"]), finding["message"], [],
-                        finding["repro"], minimal_repro=finding.get("minimal_repro"))
-        lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown, full_stacks=full_stacks),
-                  f"replay: {finding['replay']}"]
-    lines += [f"warning: {line}" for line in summary.warnings]
-    lines.append(f"\nsummary: {summary.path}")
-    return "\n".join(lines)
 
 
 @contextlib.contextmanager

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 import torch
 
+from harness.core.case import Case
 from harness.ranks.targets import shown_path, shown_target
 from harness.report.stacks import user_frames
 from harness.search.finding import Finding
@@ -214,3 +215,70 @@ def finding_message(finding: Finding, *, full_stacks: bool = False, how_to_show:
     """
     message = finding.message if full_stacks else user_frames(finding.message, how_to_show)
     return "\n".join([message, *finding.notes()])
+
+
+# -- the commands' verdicts ----------------------------------------------------------------------
+
+
+def check_verdict_text(result: CheckReport, *, full_stacks: bool, probe_misuse: bool,
+                       told: Sequence[str] = ()) -> str:
+    """``check``'s verdict: PASS/FAIL with counts, the notes not ``told`` already (in the header),
+    then every finding with its repros, misuse findings apart."""
+    counts = f"{examples_text(result)} ({result.elapsed_s:.1f} s)"
+    if result.verdict == "pass":
+        lines = [f"PASS: no counterexample in {counts}"]
+    else:
+        names = [f.property for f in result.findings + result.misuse_findings]
+        lines = [f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} violated ({', '.join(names)}) "
+                 f"in {counts}"]
+    lines += [f"note: {note}" for note in result.notes if note not in told]
+    lines += [f"leak: {leak}" for leak in result.leaks]
+    lines += [f"warning: {warning}" for warning in result.warnings()]
+    lines += ["\n" + finding_text(finding, full_stacks=full_stacks) for finding in result.findings]
+    if probe_misuse:
+        lines.append(_misuse_summary(result))
+        lines += ["\n" + finding_text(finding, full_stacks=full_stacks) for finding in result.misuse_findings]
+    return "\n".join(lines)
+
+
+def _misuse_summary(result: CheckReport) -> str:
+    if not result.misuse_examples:
+        return "misuse cases: none; the contract leaves no out-of-contract input to try"
+    if not result.misuse_findings:
+        return (f"misuse cases: {result.misuse_examples} examples, each raised in time on every "
+                f"rank or answered right")
+    return f"\nmisuse cases (--probe-misuse), {result.misuse_examples} examples:"
+
+
+def fuzz_header(settings: Mapping[str, Any], names: Sequence[str], max_examples: int | None, summary_path: str,
+                every_s: float) -> str:
+    """``fuzz``'s header from its summary's ``settings``: what runs, where, for how long, and where
+    the summary is rewritten."""
+    budget = (f"{settings['duration_s']:g} s" if settings["duration_s"] is not None else "no time limit") + (
+        f", at most {max_examples} examples" if max_examples else "")
+    low, high = settings["world_sizes"]
+    return "\n".join([
+        f"gather-harness fuzz: {len(names)} target(s): {', '.join(names)}",
+        f"  {settings['backend']}/{settings['device']}, world sizes {low}-{high}, profile {settings['profile']}, "
+        f"database {settings['database']}, budget {budget}, seed {settings['seed']}",
+        f"  summary: {summary_path} (rewritten every {every_s:g} s)",
+    ])
+
+
+def fuzz_verdict_text(document: Mapping[str, Any], summary_path: str, *, full_stacks: bool) -> str:
+    """``fuzz``'s verdict, read off its JSON summary (``document``): what was found, each target's
+    tally, every finding with the command that replays it."""
+    state = {"finished": "", "interrupted": " (interrupted)", "error": " (stopped by an error)"}[document["status"]]
+    findings = document["findings"]
+    head = (f"FOUND {len(findings)} finding(s)" if findings else "NOTHING FOUND") + (
+        f" in {document['examples']} examples ({document['elapsed_s']:.0f} s){state}")
+    lines = [head] + [f"  {entry['name']}: {entry['status']}, {entry['examples']} examples"
+                      + (f" ({entry['error']})" if entry["error"] else "") for entry in document["targets"]]
+    for finding in findings:
+        shown = Finding(finding["property"], finding["kind"], Case.from_dict(finding["case"]), finding["message"], [],
+                        finding["repro"], minimal_repro=finding.get("minimal_repro"))
+        lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown, full_stacks=full_stacks),
+                  f"replay: {finding['replay']}"]
+    lines += [f"warning: {line}" for line in document["warnings"]]
+    lines.append(f"\nsummary: {summary_path}")
+    return "\n".join(lines)
