@@ -23,7 +23,7 @@ from harness.frontends.api import profile_settings
 from harness.report.text import finding_message
 from harness.search.engine import run_check
 from harness.search.finding import Finding
-from harness.variants import GLOO_DTYPES
+from harness.variants.specs import GLOO_DTYPES
 from tests.budgets import PLANTED_SHRINK_BUDGET_S, PLANTED_TIMEOUT_S
 from tests.test_catalogue import RELEASE, is_zero
 

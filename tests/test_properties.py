@@ -17,7 +17,7 @@ from harness import strategies
 from harness.core.checks import check_outcome
 from harness.core.compare import Violation
 from harness.core.contract import Contract
-from harness.variants import GLOO_DTYPES
+from harness.variants.specs import GLOO_DTYPES
 
 pytestmark = pytest.mark.slow  # Hypothesis over ranks, one search per property (5-12 s each)
 

@@ -19,7 +19,8 @@ import pytest
 from harness.frontends.commands import main
 from harness.ranks.targets import load
 from harness.settings import profiles
-from harness.variants import CATALOGUE, DTENSOR, Need
+from harness.variants import CATALOGUE
+from harness.variants.specs import DTENSOR, Need
 
 #: In a fixed order (module, then names): every pytest-xdist worker must collect the same list,
 #: and a set of needs iterates in an order that changes with each process's string hashing.

@@ -1,39 +1,11 @@
-"""Every all_gather path torch itself ships (as of 2.13), each in its natural calling convention.
+"""Every all_gather path torch itself ships, each called the way users call it.
 
-One function per path, called the way users call torch: ``f(x, dim)`` or ``f(x, gather_dim)``
-plus ``group=None`` (``None`` = the world), returning what torch returns.  Glue appears only
-where torch's API cannot be called as ``f(x[, dim][, group=])``; each docstring says why.
-Every function uses the process group it is given, so subgroup layouts work (group rank
-order = ascending global rank, as ``dist.new_group`` orders it).  What each path really does
-on gloo in torch 2.13.0+cpu (values and gradients) is measured by the standalone scripts
-and tables in ``docs/findings/`` (``docs/findings/README.md``).
-
-======================================= =============================== ======== ===== ========== ======
-function                                call / output                   ragged   dims  dtypes     grad
-======================================= =============================== ======== ===== ========== ======
-dtensor_redistribute                    f(x, dim, group=) / tensor      no       any   all gloo   local
-dtensor_full_tensor                     f(x, dim, group=) / tensor      no       any   all gloo   local
-dtensor_redistribute_uneven             f(x, dim, group=) / tensor      chunk*   any   all gloo   local
-dtensor_full_tensor_uneven              f(x, dim, group=) / tensor      chunk*   any   all gloo   local
-dtensor_full_tensor_sum_grad            f(x, dim, group=) / tensor      chunk*   any   all gloo   sum
-funcol_all_gather_single                f(x, gather_dim, group=) / t.   no       any   all gloo   sum
-funcol_all_gather_single_autograd       same                            no       any   all gloo   sum
-funcol_all_gather_tensor                same (deprecated alias)         no       any   all gloo   sum
-funcol_all_gather_tensor_autograd       same (deprecated alias)         no       any   all gloo   sum
-funcol_all_gather_single_coalesced      f(x, group=) / first            no       0     no complex sum
-funcol_all_gather_into_tensor_coalesced f(x, group=) / first            no       0     no complex sum
-funcol_all_gather_mesh                  f(x, gather_dim, group=) / t.   no       any   all gloo   sum
-all_gather_into_tensor_stack            f(x, group=) / stack            no       n/a   (fails)    none
-all_gather_single_stack                 f(x, group=) / stack            no       n/a   (fails)    none
-all_gather_object_list                  f(x, group=) / list             yes      any   all        none
-gather_object_to_group_rank0            f(x, group=) / list on dst only yes      any   all        none
-nn_all_gather                           f(x, group=) / list             no       any   all gloo   sum
-dtensor_mesh2d                          f(x, dim, group=) / tensor      no       any   all gloo   local
-funcol_mesh2d                           f(x, gather_dim, group=) / t.   no       any   all gloo   sum
-======================================= =============================== ======== ===== ========== ======
-
-``chunk*``: ranks may hold different lengths only in ``torch.chunk``'s layout (see
-:func:`chunk_lengths`); any other per-rank lengths are outside DTensor's contract.
+``f(x, dim)`` or ``f(x, gather_dim)`` plus ``group=None`` (the world), returning what torch
+returns; glue only where torch's API cannot be called so, and each docstring says why.  Every
+function uses the group it is given, so subgroup layouts work.  The claims are the catalogue's
+(:mod:`harness.variants`, the table in ``docs/report.md``); what each path really does on gloo is
+measured by the scripts and tables of ``docs/findings/``.  ``chunk*`` in a claim: ranks may hold
+different lengths only in ``torch.chunk``'s layout (:func:`chunk_lengths`).
 """
 
 from __future__ import annotations
@@ -52,7 +24,7 @@ from harness.core.procedure import made_group, make_groups
 # Only modules every supported torch has are imported here; their names are looked up when a path
 # runs, so a torch that lacks one (DTensor's public names arrived in 2.5, ``all_gather_single`` later)
 # breaks only the paths that call it, and the catalogue marks those unavailable without running them
-# (``harness.variants.Need``).
+# (``harness.variants.specs.Need``).
 
 __all__ = [
     "all_gather_into_tensor_stack",

@@ -1,0 +1,194 @@
+"""The catalogue's reduce-scatter and all-to-all entries (re-layouts included), as their authors claim them.
+
+Data only, like :mod:`harness.variants`, which lists them after the gathers.
+"""
+
+from __future__ import annotations
+
+from harness.variants.specs import (
+    C10D_REDUCE_SCATTER_SINGLE,
+    FUNCOL_REDUCE_SCATTER_SINGLE,
+    VariantSpec,
+    all_to_all_claim,
+    reduce_scatter_claim,
+    relayout_claim,
+)
+
+NEIGHBOURS: tuple[VariantSpec, ...] = (
+    VariantSpec(
+        "ours_reduce_scatter_sum",
+        "harness.ragged:reduce_scatter_sum",
+        reduce_scatter_claim(ragged=True, dims="any", grad="adjoint"),
+        "`harness.ragged.reduce_scatter_ragged(x, dim, split_sizes)`: every slot zero-padded to the "
+        "longest, one reduce-scatter; backward gathers the cotangents (the adjoint). Ragged slots, any "
+        "dim, complex as its real view.",
+    ),
+    VariantSpec(
+        "ours_reduce_scatter_mean",
+        "harness.ragged:reduce_scatter_mean",
+        reduce_scatter_claim(ragged=True, dims="any", grad="adjoint", op="mean"),
+        "The same with `op='mean'`: the sum divided by the world size, backward the gathered "
+        "cotangents divided by it too.",
+    ),
+    VariantSpec(
+        "ours_reduce_scatter_max",
+        "harness.ragged:reduce_scatter_max",
+        reduce_scatter_claim(ragged=True, dims="any", grad="none", op="max"),
+        "The same with `op='max'`: slots padded with the dtype's lowest value; no gradient.",
+    ),
+    VariantSpec(
+        "ours_all_to_all",
+        "harness.ragged:all_to_all",
+        all_to_all_claim(ragged=True, dims="any", grad="adjoint"),
+        "`harness.ragged.all_to_all_ragged(x, dim, input_split_sizes, output_split_sizes)`: one "
+        "`all_to_all_single` with the dim moved to the front; backward the same with the splits "
+        "swapped. Ragged splits (zero-length ones too), any dim.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_single",
+        "harness.variants.neighbours:reduce_scatter_single",
+        reduce_scatter_claim(ragged=False, dims="0", grad="none"),
+        "`dist.reduce_scatter_single(out, x)` (torch 2.13's name for `reduce_scatter_tensor`): equal slots along dim 0, summed; not differentiable.",
+        needs=(C10D_REDUCE_SCATTER_SINGLE,),
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_tensor",
+        "harness.variants.neighbours:reduce_scatter_tensor",
+        reduce_scatter_claim(ragged=False, dims="0", grad="none"),
+        "`dist.reduce_scatter_tensor(out, x)`: equal slots along dim 0, summed; not differentiable.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_tensor_max",
+        "harness.variants.neighbours:reduce_scatter_tensor_max",
+        reduce_scatter_claim(ragged=False, dims="0", grad="none", op="max"),
+        "The same with `op=ReduceOp.MAX`.",
+    ),
+    VariantSpec(
+        "rs_reduce_scatter_list",
+        "harness.variants.neighbours:reduce_scatter_list",
+        reduce_scatter_claim(ragged=True, dims="any", grad="none"),
+        "`dist.reduce_scatter(out, list(x.split(split_sizes, dim)))`: the list API, ragged slots along any dim as its callers split them; not differentiable.",
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_single",
+        "harness.variants.neighbours:funcol_reduce_scatter_single",
+        reduce_scatter_claim(ragged=False, dims="any", grad="adjoint"),
+        "`_functional_collectives.reduce_scatter_single(x, 'sum', scatter_dim, group)`: equal slots along any dim; differentiable through funcol's autograd registration.",
+        needs=(FUNCOL_REDUCE_SCATTER_SINGLE,),
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_tensor",
+        "harness.variants.neighbours:funcol_reduce_scatter_tensor",
+        reduce_scatter_claim(ragged=False, dims="any", grad="adjoint"),
+        "`_functional_collectives.reduce_scatter_tensor(x, 'sum', scatter_dim, group)` (deprecated alias).",
+    ),
+    VariantSpec(
+        "rs_funcol_reduce_scatter_tensor_autograd",
+        "harness.variants.neighbours:funcol_reduce_scatter_tensor_autograd",
+        reduce_scatter_claim(ragged=False, dims="any", grad="adjoint"),
+        "`reduce_scatter_tensor_autograd`: the explicitly differentiable form.",
+    ),
+    VariantSpec(
+        "rs_nn_reduce_scatter",
+        "harness.variants.neighbours:nn_reduce_scatter",
+        reduce_scatter_claim(ragged=True, dims="any", grad="adjoint"),
+        "`torch.distributed.nn.functional.reduce_scatter(out, list(x.split(split_sizes, dim)))`: differentiable list API.",
+    ),
+    VariantSpec(
+        "rs_megatron_sequence_parallel",
+        "harness.variants.megatron:reduce_scatter_to_sequence_parallel_region",
+        reduce_scatter_claim(ragged=False, dims="0", grad="adjoint"),
+        "Megatron-LM `_ReduceScatterToSequenceParallelRegion` (`megatron/core/tensor_parallel/mappings.py`; commit and lines in `harness/variants/neighbours.py`): reduce-scatter along dim 0, backward `_gather_along_first_dim`.",
+    ),
+    VariantSpec(
+        "rs_megatron_ragged",
+        "harness.variants.megatron:megatron_reduce_scatter_ragged",
+        reduce_scatter_claim(ragged=True, dims="0", grad="adjoint"),
+        "The same class with its `input_split_sizes` (ragged slots along dim 0).",
+    ),
+    VariantSpec(
+        "rs_megatron_tensor_parallel",
+        "harness.variants.megatron:reduce_scatter_last_dim_to_tensor_parallel_region",
+        reduce_scatter_claim(ragged=False, dims="-1", grad="adjoint"),
+        "Megatron-LM `reduce_scatter_last_dim_to_tensor_parallel_region`: reduce-scatter along the last dim "
+        "(equal slots), backward `_gather_along_last_dim`.",
+    ),
+    VariantSpec(
+        "a2a_all_to_all_single",
+        "harness.variants.neighbours:all_to_all_single",
+        all_to_all_claim(ragged=True, dims="0", grad="none"),
+        "`dist.all_to_all_single(out, x, output_split_sizes, input_split_sizes)`: ragged splits along dim 0; not differentiable.",
+    ),
+    VariantSpec(
+        "a2a_all_to_all_list",
+        "harness.variants.neighbours:all_to_all_list",
+        all_to_all_claim(ragged=True, dims="any", grad="none"),
+        "`dist.all_to_all(outs, list(x.split(input_split_sizes, dim)))`, then `torch.cat(outs, dim)`: the list API.",
+    ),
+    VariantSpec(
+        "a2a_funcol_all_to_all_single",
+        "harness.variants.neighbours:funcol_all_to_all_single",
+        all_to_all_claim(ragged=True, dims="0", grad="adjoint"),
+        "`_functional_collectives.all_to_all_single(x, output_split_sizes, input_split_sizes, group)`.",
+    ),
+    VariantSpec(
+        "a2a_funcol_all_to_all_single_autograd",
+        "harness.variants.neighbours:funcol_all_to_all_single_autograd",
+        all_to_all_claim(ragged=True, dims="0", grad="adjoint"),
+        "`all_to_all_single_autograd`: the explicitly differentiable form.",
+    ),
+    VariantSpec(
+        "a2a_nn_all_to_all_single",
+        "harness.variants.neighbours:nn_all_to_all_single",
+        all_to_all_claim(ragged=True, dims="0", grad="adjoint"),
+        "`torch.distributed.nn.functional.all_to_all_single(out, x, output_split_sizes, input_split_sizes)`.",
+    ),
+    VariantSpec(
+        "a2a_nn_all_to_all",
+        "harness.variants.neighbours:nn_all_to_all",
+        all_to_all_claim(ragged=True, dims="any", grad="adjoint"),
+        "`torch.distributed.nn.functional.all_to_all(outs, list(x.split(...)))`, then `torch.cat`.",
+    ),
+    VariantSpec(
+        "a2a_megatron",
+        "harness.variants.megatron:megatron_all_to_all",
+        all_to_all_claim(ragged=True, dims="0", grad="adjoint"),
+        "Megatron-LM `_AllToAll` (`mappings.py`): `all_to_all_single` with output/input split sizes, backward the same with them swapped.",
+    ),
+    VariantSpec(
+        "a2a_deepspeed_moe",
+        "harness.variants.neighbours:deepspeed_all_to_all",
+        all_to_all_claim(ragged=False, dims="0", grad="adjoint"),
+        "DeepSpeed MoE `_AllToAll` (`deepspeed/moe/sharded_moe.py`): equal chunks along dim 0, backward the same all-to-all (its own adjoint for equal chunks). Adapter: `_AllToAll.apply(group, x)` takes the group first.",
+    ),
+    VariantSpec(
+        "a2a_fairseq_moe",
+        "harness.variants.neighbours:fairseq_all_to_all",
+        all_to_all_claim(ragged=False, dims="0", grad="adjoint"),
+        "fairseq MoE `_AllToAll` (`fairseq/modules/moe/moe_layer.py`): equal chunks along dim 0. Adapter: group first, as DeepSpeed's.",
+    ),
+    VariantSpec(
+        "a2a_ours_relayout",
+        "harness.ragged:relayout",
+        relayout_claim(ragged=True, scatter_dim="any", gather_dim="any", grad="adjoint"),
+        "`harness.ragged.relayout_ragged(x, scatter_dim, gather_dim, group=)`: sequence parallelism's re-layout, any two dims, uneven heads (as `tensor_split` cuts them) and sequence lengths.",
+    ),
+    VariantSpec(
+        "a2a_deepspeed_ulysses",
+        "harness.variants.relayouts:DeepSpeedSeqAllToAll",
+        relayout_claim(ragged=False, scatter_dim="2", gather_dim="0", grad="adjoint", ndims=(4, 4)),
+        "DeepSpeed-Ulysses `_SeqAllToAll.apply(group, input, scatter_idx, gather_idx)` (`deepspeed/sequence/layer.py`, before `batch_dim_idx`): heads for sequence on (s, b, h, d), as `DistributedAttention` calls it; the backward swaps the dims.",
+    ),
+    VariantSpec(
+        "a2a_yunchang_ulysses",
+        "harness.variants.relayouts:YunchangSeqAllToAll4D",
+        relayout_claim(ragged=False, scatter_dim="2", gather_dim="1", grad="adjoint", ndims=(4, 4)),
+        "yunchang `SeqAllToAll4D.apply(group, input, scatter_idx, gather_idx)` (`yunchang/comm/all_to_all.py`): heads for sequence on (b, s, h, d), 4-d only.",
+    ),
+    VariantSpec(
+        "a2a_colossalai_relayout",
+        "harness.variants.relayouts:colossalai_all_to_all",
+        relayout_claim(ragged=False, scatter_dim="any", gather_dim="any", grad="adjoint"),
+        "ColossalAI `all_to_all_comm(input_, process_group, scatter_dim, gather_dim)` (`colossalai/shardformer/layer/_operation.py`): `tensor_split`, list `all_to_all`, `cat`; any two dims.",
+    ),
+)
