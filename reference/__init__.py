@@ -1,57 +1,13 @@
 """The single-process reference: what a correct collective returns and what gradient it gives.
 
-Everything is rebuilt from the :class:`~harness.core.case.Case` with ``input_values`` and
-``make_cotangent``, on CPU, in one process, with plain ``torch.cat`` and exact sums, so the
-reference shares no code path with the variants under test.  It works in group space: rank
-r gathers the inputs of its group's members in group-rank order (:meth:`Case.members`), and
-W below is the size of r's group.  This package is embedded in repro scripts: it imports only
-torch and the other embedded modules (``case``, ``contract``), relatively.
-
-The neighbours of the gather use the same rules: a reduce-scatter's float ``sum`` and
-``mean`` results are judged as the ``sum`` and ``mean`` gradient contracts below (its
-inputs' slots in the place of the cotangents), and the ``adjoint`` gradient of a
-reduce-scatter or an all-to-all is a copy (bound 0), or a copy divided by W for a mean.
-
-Gradient tolerance.  With ``A = Σ_s |C_s[slot_r]|`` (elementwise, the
-cotangents already rounded to the case dtype), ``eps`` the machine epsilon of the dtype
-(float16 2^-10, bfloat16 2^-7, float32 2^-23, float64 2^-52) and ``ulp(x)`` the spacing of
-the dtype at ``x``, the allowed absolute error of each gradient element is::
-
-    local                        0                      (a copy: must be exact)
-    sum    (W-1)·eps·A        + ½·ulp(exact)
-    mean   ((W-1)·eps·A + eps·A)/W + ½·ulp(exact)  =  eps·A + ½·ulp(exact)
-    one term over W = 2^k        ½·ulp(exact)           (the adjoint of a mean: one rounding at most)
-
-Why: recursive summation of W floats, in *any* order or tree, errs by at most
-γ_{W-1}·A with γ_k = k·u/(1-k·u) and u = eps/2 the unit roundoff.  (W-1)·eps·A is
-2(1-(W-1)·u) times that, so it covers it whenever (W-1)·u <= 1/2, i.e. W <= 1/eps + 1: for
-bfloat16 (eps 2^-7, the coarsest dtype) W <= 129, for float16 W <= 1025, far past the
-harness's largest world (64 ranks).  At W <= 8 the factor to spare is about 2 for every dtype,
-at W = 64 still 1.5 for bfloat16.  The ½ ulp covers a variant that
-accumulates in a wider type and rounds once at the end.  ``mean`` divides by W: one more
-rounding per term (or of the sum) costs at most eps·A/W more, and the sum being of terms
-C_s/W scales the summation error by 1/W.
-
-The bound is 0 wherever the result is exact whatever the order:
-
-- ``local``, and any contract at W = 1 (a copy, a sum of one term, a division by 1);
-- ``sum`` at each element whose terms are all integers with A <= 2^p (p the dtype's
-  significand bits: float16 11, bfloat16 8, float32 24, float64 53): every partial sum is
-  then an integer of magnitude <= 2^p, which the dtype holds exactly.  The cotangent recipe
-  ``ints`` (small integers, |C| <= 4) on every rank gives that at every element whose
-  A <= 2^p: always for W <= 8 (A <= 32), and up to W = 64 (A <= 256) for every dtype.  The rule is checked on the data, not
-  assumed from the recipe name, so it stays right if a recipe changes;
-- ``mean`` at such elements when W is a power of two: dividing integers by 2^k is exact
-  too, and so is dividing one term (the adjoint of a mean) unless the quotient falls
-  among the subnormals.  For other W the division rounds, and the float rule applies.
-
-Complex dtypes add real and imaginary parts separately, so the rule is applied to each
-part with the eps of the component dtype (complex64: float32's); ``bound`` holds the larger
-of the two parts' bounds and :func:`within_bound` checks each part against it.
-
-``exact`` is the correctly rounded float64 value of the exact sum (``math.fsum``), divided by
-W for ``mean``; where it is not exact in float64 its error is far below the dtype's ulp
-(below float64's own ulp, inside the spare factor of the float64 rule).
+Everything is rebuilt from the :class:`~harness.core.case.Case` on CPU, in one process, with
+plain ``torch.cat`` and exact sums, so the reference shares no code path with the code under
+test.  It works in group space: rank r gets its group's members in group-rank order, W is the
+size of r's group.  Repro scripts embed it: it imports only torch and the core, relatively.
+A reduction's float result is judged like the ``sum``/``mean`` gradient contracts; an
+``adjoint`` gradient is a copy (bound 0), or a copy divided by W for a mean.  Each gradient
+element may err by the bound derived in ``docs/properties.md``: 0 for a copy and wherever the
+sum is exact whatever the order, else (W-1)·eps·A + ½·ulp for ``sum`` (A the sum of magnitudes).
 """
 
 from __future__ import annotations

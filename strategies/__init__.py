@@ -6,22 +6,18 @@ cases (out-of-contract input); the smaller strategies (``world_sizes``, ``length
 arguments when called and raises ``harness.core.contract.UsageError`` naming the argument.
 """
 
-from harness.strategies import _internal, _misuse
-from harness.strategies._internal import (
+from harness.strategies import _internal, _misuse, _shapes
+from harness.strategies._internal import SIMPLEST_DTYPES, cases, dtypes, rank_specs, simplest_first
+from harness.strategies._misuse import contract_violations, has_misuse, misuse_cases
+from harness.strategies._shapes import (
     MAX_WORLD_SIZE,
-    SIMPLEST_DTYPES,
     Like,
     RaggedShapes,
-    cases,
-    dtypes,
     group_layout,
     lengths,
     ragged_shapes,
-    rank_specs,
-    simplest_first,
     world_sizes,
 )
-from harness.strategies._misuse import contract_violations, has_misuse, misuse_cases
 from harness.strategies._strata import Stratum, covering_rows, random_strata, strata
 
 __all__ = [
@@ -46,4 +42,4 @@ __all__ = [
     "world_sizes",
 ]
 
-assert set(_internal.__all__) | set(_misuse.__all__) <= set(__all__), "re-export every public name of the modules"
+assert set(_internal.__all__) | set(_shapes.__all__) | set(_misuse.__all__) <= set(__all__), "re-export every public name of the modules"

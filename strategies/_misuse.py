@@ -14,19 +14,16 @@ from harness.core.contract import ALL_DTYPES, Contract
 from harness.core.errors import UsageError
 
 from ._internal import (
-    _NDIM,
     _RANK_TRAITS,
     SIMPLEST_DTYPES,
-    RaggedShapes,
     RankTraits,
     _as_drawn,
     _cases,
     _check_contract,
     _check_target,
-    _ragged_shapes,
-    _shape_args,
     simplest_first,
 )
+from ._shapes import _NDIM, RaggedShapes, _ragged_shapes, _shape_args
 from ._validation import check_names
 
 #: The ways a case can fall outside a contract, in the order misuse cases try them.

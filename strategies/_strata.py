@@ -27,7 +27,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from harness.strategies._internal import Like, as_collective, cases, group_layout, simplest_first
+from harness.strategies._internal import as_collective, cases, simplest_first
+from harness.strategies._shapes import Like, group_layout
 from harness.strategies.space import (
     HIDDEN,
     LONG_LENGTH,

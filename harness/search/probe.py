@@ -1,28 +1,17 @@
 """The calling-convention probe: a few cheap calls on real ranks, before any Hypothesis example.
 
-A rank reads the target's signature (:func:`~harness.ranks.rank_calls.plan_call_on_rank`: how to call
-it), then the smallest in-contract cases (W=1, and the smallest W >= 2 the contract allows) run once each
-through the ordinary procedure in ``detect`` mode, and the result's structure names the
-output convention (or confirms the declared one).  Three outcomes:
-
-- the target fits: a :class:`Convention`, and the contract it implies (a target that takes no
-  dim works along the one dim its results show, tried at W=2 on inputs of 2 to 4 dims; a
-  ``stack`` result needs equal shapes);
-- it fits no convention: :class:`~harness.core.errors.Misfit`, one line naming what came
-  back and the option that would fit -- a usage error (exit 2), never a finding;
-- it failed on the probe case itself (raised inside its own code, hung, crashed): the
-  failing :class:`~harness.pool.faults.Outcome`, which the search shrinks among cases of the probe's
-  dtype (the minimal case must not depend on whether the probe hit the bug first) -- unless
-  the call carried an argument the harness inferred
-  (:attr:`~harness.core.conventions.Call.inferred`): then the failure may be the harness's guess,
-  so it is a :class:`~harness.core.errors.Misfit` naming that argument.
-
-A target whose group parameter is optional is probed both ways (with the world group and
-without it) at each world size: both calls are made in the search, so both must read alike.
+A rank plans the call from the target's signature (:func:`~harness.ranks.rank_calls.plan_call_on_rank`);
+then the smallest in-contract cases (W=1, and the smallest W >= 2) run once each in ``detect``
+mode, and the result's structure names the output convention.  The outcome is a
+:class:`Convention` and the contract it implies (a target that takes no dim: the one dim its
+results show); or :class:`~harness.core.errors.Misfit`, a usage error naming what came back and
+the option that would fit; or the failing :class:`~harness.pool.faults.Outcome`, which the search
+shrinks -- unless the call carried an argument the harness inferred
+(:attr:`~harness.core.conventions.Call.inferred`): a failure that may be the harness's guess is a
+:class:`~harness.core.errors.Misfit` naming it.  An optional group parameter is probed both ways.
 
 One concern: deciding, before the search, how the target is called, along which dim, and what it returns.
 """
-
 from __future__ import annotations
 
 import re
@@ -194,12 +183,9 @@ def _dim_of_a_dimless_target(pool: Pool, target: str, call: Call, contract: Cont
                              timeout_s: float) -> tuple[Contract, str]:
     """The contract with the one dim a target that takes no dim works along, and the header's note.
 
-    A dim given (``--dims N``) is taken as the target's.  Otherwise each input of
-    :data:`DIM_PROBE_SHAPES` is run at W=2 (or the smallest world above it) as a case of each of
-    its dims; the dim whose case the target passes (or, if none passes, the one it answers with the
-    right shapes: a buggy target still shows its dim) is the dim, and the one dim by either name
-    consistent with all three inputs is the answer.  No consistent dim is :class:`UsageError`
-    naming ``--dims N``, never a silent dim 0.
+    Each input of :data:`DIM_PROBE_SHAPES` runs at W=2 as a case of each of its dims; the dim it
+    passes (else answers with the right shapes: a buggy target still shows its dim), consistent
+    over all three inputs, is the answer; none is a :class:`UsageError` naming ``--dims N``.
     """
     said = f"{call.signature} takes no dim"
     if contract.fixed_dim is not None:
