@@ -206,8 +206,11 @@ def test_a_hang_that_replays_reproduce_is_a_finding(pool) -> None:
 
 @pytest.mark.slow
 def test_a_hang_after_a_certain_earlier_case_is_a_finding_with_that_history(pool) -> None:
+    """Case by case (``ahead=False``): with the batches (the default) this seed and budget met no
+    hang (measured 2026-11-28); they run the strata grouped by layout, so in another order, and a
+    history-dependent fault depends on the order."""
     report = run_check(f"{FAULTS}:hangs_after_float64", Contract(), max_examples=30, timeout_s=2.0, pool=pool, seed=1,
-                       base_settings=CI, shrink_budget_s=2.0)
+                       base_settings=CI, shrink_budget_s=2.0, ahead=False)
     assert len(report.findings) == 1, (report.examples, report.warnings(), [finding_message(f) for f in report.unattributed])
     [finding] = report.findings
     assert (finding.kind, finding.status) == ("hang", "history-dependent"), finding_message(finding)

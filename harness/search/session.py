@@ -497,8 +497,8 @@ class _Session:
         if semantics is not None and self.semantics is not None:
             self.semantics.clear()
             self.semantics.update(semantics)
-        failing, run = unmet[0]
-        return False, failing, run
+        cases, run = unmet[0]
+        return False, cases, run
 
     # -- replays for the confirmation -------------------------------------------------------------------
     def replayer(self) -> confirm.Replay:
