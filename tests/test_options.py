@@ -178,7 +178,8 @@ def test_every_setting_survives_its_rerun_line(name: str, monkeypatch: pytest.Mo
     value, needs = NOT_THE_DEFAULT[name]
     options = api.bind({**needs, name: value, "seed": 3}, TARGET)
     line = api.check_command(options)
-    assert f"--{name.replace('_', '-')}" in line or f"--no-{name}" in line or name == "kwargs"
+    spelled = next(option.spelled for option in OPTIONS if option.name == name)
+    assert f"--{spelled}" in line or f"--no-{spelled}" in line
     args = vars(cli.build_parser().parse_args(shlex.split(line)[3:]))
     assert api.bind(args, args["target"]) == options
 

@@ -30,7 +30,7 @@ import torch
 from harness.core.errors import Exit, UsageError
 from harness.frontends import api
 from harness.pool import capabilities, forkserver
-from harness.pool.machine import within_gpus
+from harness.pool.machine import check_machine, within_gpus
 from harness.pool.pool import LocalPool, Pool, shared_pool
 from harness.report import coverage_page
 from harness.report.catalogue_table import (
@@ -107,6 +107,7 @@ def run(values: Mapping[str, Any] | None = None, *, markdown: bool = False, jobs
     """
     values = values or {}
     settings = resolved(values, "report")
+    check_machine(settings["backend"], settings["device"], settings["world_sizes"] or (1, 1))
     backend, device, quiet = settings["backend"], settings["device"], settings["quiet"]
     max_examples, json_path, html_path = settings["max_examples"], settings["json"], settings["html"]
     specs = [on_machine(spec, backend, device, settings["world_sizes"]) for spec in select(values.get("variants"))]
