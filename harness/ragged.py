@@ -322,3 +322,74 @@ def _with(shape: torch.Size, dim: int, n: int) -> list[int]:
 def relayout(x: torch.Tensor, scatter_dim: int, gather_dim: int, group: ProcessGroup | None = None) -> torch.Tensor:
     """Catalogue adapter: :func:`relayout_ragged`."""
     return relayout_ragged(x, scatter_dim, gather_dim, group=group)
+
+
+# -- all-reduce --------------------------------------------------------------------------------------
+
+ALL_REDUCE_OPS: dict[str, str] = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}
+ALL_REDUCE_GRADS: tuple[str, ...] = ("identity", "sum", "mean")
+
+
+def all_reduce(x: torch.Tensor, *, op: str = "sum", grad: str = "sum",
+               group: ProcessGroup | None = None) -> torch.Tensor:
+    """Every rank gets the reduction over ranks of their ``x`` (one shape on every rank), as a fresh
+    tensor; ``x`` is never written.  ``op``: ``sum``, ``mean`` (the sum / W), ``max`` or ``min``.
+    ``grad``: ``sum`` (the all-reduce of the cotangents: every rank's loss uses the result),
+    ``mean`` (their mean) or ``identity`` (each rank its own cotangent: Megatron's
+    reduce-from-region, where the ranks' losses are one loss); a max or min has none.
+    """
+    if op not in ALL_REDUCE_OPS:
+        raise ValueError(f"op must be one of {', '.join(ALL_REDUCE_OPS)}, got {op!r}")
+    if grad not in ALL_REDUCE_GRADS:
+        raise ValueError(f"grad must be one of {', '.join(ALL_REDUCE_GRADS)}, got {grad!r}")
+    return _AllReduce.apply(x, op, grad, group)
+
+
+def all_reduce_sum(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_reduce` summing, its gradient the sum of the cotangents."""
+    return all_reduce(x, op="sum", grad="sum", group=group)
+
+
+def all_reduce_mean(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_reduce` averaging, its gradient the mean of the cotangents."""
+    return all_reduce(x, op="mean", grad="mean", group=group)
+
+
+def all_reduce_identity(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_reduce` summing, each rank's gradient its own cotangent."""
+    return all_reduce(x, op="sum", grad="identity", group=group)
+
+
+def all_reduce_max(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_reduce` taking the maximum."""
+    return all_reduce(x, op="max", group=group)
+
+
+def all_reduce_min(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Catalogue adapter: :func:`all_reduce` taking the minimum."""
+    return all_reduce(x, op="min", group=group)
+
+
+def _summed(t: torch.Tensor, op: str, group: ProcessGroup | None) -> torch.Tensor:
+    """A dense copy of ``t`` all-reduced with ``op`` (gloo reduces storage order: a copy, never a view)."""
+    out = t.clone(memory_format=torch.contiguous_format)
+    dist.all_reduce(_real(out), op=getattr(dist.ReduceOp, ALL_REDUCE_OPS[op]), group=group)
+    return _divided(out, dist.get_world_size(group)) if op == "mean" else out
+
+
+class _AllReduce(torch.autograd.Function):
+    """Forward all-reduces a copy; backward applies the gradient contract in ``ctx.grad``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, op: str, grad: str, group: ProcessGroup | None) -> torch.Tensor:
+        ctx.op, ctx.grad, ctx.group = op, grad, group
+        return _summed(x, op, group)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        if ctx.op in ("max", "min"):
+            raise RuntimeError(f"all_reduce: op={ctx.op!r} has no gradient")
+        if ctx.grad == "identity":
+            return cotangent.clone(memory_format=torch.contiguous_format), None, None, None
+        return _summed(cotangent, ctx.grad, ctx.group), None, None, None

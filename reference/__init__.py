@@ -47,9 +47,10 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     every member's slot ``rank`` (rounded to the dtype: :func:`expected_reduction` has the
     bound a float sum is judged within).  An all-to-all: ``cat_dim`` of the rows each member
     sends ``rank``, in member order (a re-layout: the pieces of its scatter dim, concatenated
-    along the gather dim ``dim``).  ``companion``: of the companion inputs, the second call's.
+    along the gather dim ``dim``).  An all-reduce: the reduction of every member's input.
+    ``companion``: of the companion inputs, the second call's.
     """
-    if case.collective == "reduce-scatter":
+    if COLLECTIVES[case.collective].reduces:
         reduced = expected_reduction(case, rank, companion=companion)
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
     if case.collective == "all-to-all":
@@ -72,13 +73,14 @@ def expected_pieces(case: Case, rank: int, *, companion: bool = False) -> list[t
         return list(received_rows(case, rank, companion=companion))
     if OUTPUTS[case.output].per_rank:
         return [input_values(case, member, companion=companion) for member in case.members(rank)]
-    if case.collective == "reduce-scatter":
+    if COLLECTIVES[case.collective].reduces:
         return [expected_reduction(case, rank, companion=companion)]
     return [expected_output(case, rank, companion=companion)]
 
 
 def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> torch.Tensor | ExpectedGrad:
-    """A reduce-scatter's result on rank ``rank``: its slot of every member's input, reduced.
+    """A reduction's result on rank ``rank``: its slot of every member's input (an all-reduce: the
+    whole input), reduced.
 
     Float ``sum`` and ``mean`` are judged within the bound of the module docstring (the same
     as a gradient's ``sum`` and ``mean`` contracts: a reduction in any order or tree is
@@ -86,20 +88,29 @@ def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> tor
     plain tensor.
     """
     members = case.members(rank)
-    slots = torch.stack([input_values(case, s, companion=companion).narrow(case.dim, case.offset(rank),
-                                                                        case.lengths[rank]) for s in members])
+    slots = torch.stack([_reduced_part(input_values(case, s, companion=companion), case, rank) for s in members])
     if case.op == "max":
         return slots.amax(0)
+    if case.op == "min":
+        return slots.amin(0)
     if not (slots.is_floating_point() or slots.is_complex()):
         return slots.sum(0, dtype=torch.int64).to(slots.dtype)
     return _bounded(torch.stack([_parts(slot) for slot in slots]), len(members) if case.op == "mean" else 1,
                     case.dtype)
 
 
+def _reduced_part(values: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
+    """What of a member's input goes into ``rank``'s result: its slot ``rank`` (a reduce-scatter), all of it."""
+    if COLLECTIVES[case.collective].dimless:
+        return values
+    return values.narrow(case.dim, case.offset(rank), case.lengths[rank])
+
+
 def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     """The gradient rank ``rank``'s input must get under ``contract``.
 
-    A gather's contracts (``local``/``sum``/``mean``): each member s of the rank's group
+    A gather's contracts (``local``/``sum``/``mean``; an all-reduce's ``identity``/``sum``/``mean``,
+    whose slot is the whole cotangent): each member s of the rank's group
     feeds ``C_s = make_cotangent(case, s)``; the rank's slot is its length along the gather
     dim at offset ``case.offset(rank)``, or its index along the first dim of a ``stack``
     result.  ``adjoint``, the contract of a reduce-scatter and an all-to-all: the reverse
@@ -127,7 +138,7 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
                                                              case.sent_rows(rank, r))
                               for r in members], dim=case.split_axis)
         return _bounded(_parts(returned).unsqueeze(0), 1, case.dtype)
-    senders = [rank] if contract == "local" else members
+    senders = [rank] if contract in ("local", "identity") else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
     terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])
     return _bounded(terms, len(members) if contract == "mean" else 1, case.dtype)
@@ -174,6 +185,8 @@ def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
 def _slot(cotangent: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
     """``cotangent[slot_rank]``: the rank's stretch of the gathered result along the dim, or
     its entry of a stacked result."""
+    if COLLECTIVES[case.collective].dimless:
+        return cotangent
     if OUTPUTS[case.output].stacked:
         return cotangent[case.members(rank).index(rank)]
     return cotangent.narrow(case.dim, case.offset(rank), case.lengths[rank])

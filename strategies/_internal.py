@@ -264,13 +264,23 @@ def recipes_for(contract: Contract) -> tuple[str, ...]:
 def as_collective(case: Case, contract: Contract) -> Case:
     """A case drawn as a gather's, made the contract's collective: a gather's per-rank lengths
     are a reduce-scatter's slots as they are; in an all-to-all each rank sends its length split
-    over its group's members (:func:`_sends`)."""
+    over its group's members (:func:`_sends`); an all-reduce's members take one shape."""
     ranks = case.ranks
     if contract.relayout:
         return _relaid(case, contract)
     if contract.collective == "all-to-all":
         ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
+    if contract.kind.dimless:
+        ranks = tuple(_shaped_as_its_group(case, r) for r in range(case.world_size))
     return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op)
+
+
+def _shaped_as_its_group(case: Case, rank: int) -> RankSpec:
+    """Rank ``rank``'s spec with its group's first member's shape: an all-reduce's members hold one
+    shape (drawn equal-only, so this changes only groups drawn apart)."""
+    members = case.members(rank)
+    spec = case.ranks[rank]
+    return dataclasses.replace(spec, shape=case.ranks[members[0]].shape) if members else spec
 
 
 def _relaid(case: Case, contract: Contract) -> Case:

@@ -142,6 +142,22 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                           "gloo's alltoall (list form) takes equal sizes only: ragged splits raise 'invalid "
                           "tensor size'; on a subgroup the forward raises 'Global rank 0 is not part of group' "
                           "(pytorch#130515)"),
+    # the all-reduces (measured by `report` on torch 2.13; docs/report.md's all-reduce table)
+    "ar_c10d_all_reduce": (("values",), lambda c: non_contiguous_input(c) and c.world_size >= 2,
+                           "gloo's all_reduce pairs elements by storage order: a non-dense or differently laid out "
+                           "x gets the wrong sums (docs/findings/gloo_all_reduce_strided_view.py)"),
+    "ar_funcol_all_reduce_avg": (("gradients", "values", "no-hang-no-crash"),
+                                 lambda c: c.world_size == 1 or is_complex(c),
+                                 "backward raises \"only supports 'sum' reduction, got 'avg'\" (pytorch#190007), "
+                                 "from W=1; on complex, funcol's view race (docs/findings)"),
+    "ar_megatron_reduce_from_region": (("values", "inputs-untouched"), lambda c: c.world_size >= 2,
+                                       "_reduce all-reduces input_.contiguous() and returns input_: a non-contiguous "
+                                       "input comes back unreduced, a contiguous one is the caller's tensor, written "
+                                       "in place without moving its version counter"),
+    "ar_flash_attn": (("inputs-untouched",), lambda c: c.world_size >= 2,
+                      "all_reduce_raw reduces input_.contiguous(): a contiguous input is the caller's tensor, "
+                      "written in place without moving its version counter (docs/findings/"
+                      "inplace_all_reduce_silent_gradient.py)"),
     # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
     "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
                               "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "
@@ -153,7 +169,7 @@ INTERMITTENT: dict[str, tuple[Callable[[Finding], bool], str]] = {
            "torch 2.13: complex + requires_grad races gloo's in-place write of the output view "
            "(docs/findings/funcol_complex_autograd_view_race.md)")
     for name in ("funcol_all_gather_tensor", "funcol_all_gather_tensor_autograd", "funcol_all_gather_single",
-                 "funcol_all_gather_single_autograd", "funcol_all_gather_mesh", "funcol_mesh2d")
+                 "funcol_all_gather_single_autograd", "funcol_all_gather_mesh", "funcol_mesh2d", "ar_funcol_all_reduce")
 }
 MUST_PASS = [spec.name for spec in CATALOGUE if spec.name not in KNOWN_FLAWS and spec.name not in INTERMITTENT]
 

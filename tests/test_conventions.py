@@ -205,10 +205,15 @@ def test_the_output_convention_is_read_from_the_result(result: object, output: s
     assert detect_output(result, X, world=2, dim=0) == output
 
 
-@pytest.mark.parametrize("result", [{"gathered": X}, None, 3, "text", [1, 2]], ids=["dict", "None", "int", "str", "ints"])
+@pytest.mark.parametrize("result", [{"gathered": X}, 3, "text", [1, 2]], ids=["dict", "int", "str", "ints"])
 def test_a_result_no_convention_reads_is_a_misfit(result: object) -> None:
     with pytest.raises(Misfit, match="no convention reads it"):
         detect_output(result, X, world=2, dim=0)
+
+
+def test_a_gather_returning_none_is_told_it_may_be_an_in_place_all_reduce() -> None:
+    with pytest.raises(Misfit, match="returned None: .* --collective all-reduce"):
+        detect_output(None, X, world=2, dim=0)
 
 
 def test_gradients_flow_through_the_concatenation_of_a_list() -> None:

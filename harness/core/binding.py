@@ -51,7 +51,7 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     (``Collective.roles``); the first splits x for a target taking a list.
     """
     names = _role_names(roles)
-    list_role = roles[0] if roles else ""
+    list_role = roles[0] if roles and roles[0] in COLLECTIVE_OF_ROLE else ""
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
@@ -68,7 +68,9 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
         signature = inspect.signature(target.forward if module else target)
     except (TypeError, ValueError):
         return _unnamed(name, f"{name}(<signature unknown>)", kwargs, needs_group, module=module)
-    return _Planner(name, signature, kwargs, names, module=module, list_role=list_role).plan(needs_group)
+    function = inspect.isfunction(target) and "." not in target.__qualname__  # funcol's (self: Tensor, ...)
+    return _Planner(name, signature, kwargs, names, module=module, list_role=list_role,
+                    function=function).plan(needs_group)
 
 
 def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -77,6 +79,11 @@ def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     if roles:
         names["dim"] += _NEIGHBOUR_DIM_NAMES
     return names
+
+
+def _names_a_reduction(parameter: inspect.Parameter) -> bool:
+    """Whether a reduction's parameter takes its name as a string (funcol's ``reduceOp: str``), not a ``ReduceOp``."""
+    return isinstance(parameter.default, str) or parameter.annotation in (str, "str")
 
 
 def _takes_list(parameter: inspect.Parameter) -> bool:
@@ -115,8 +122,9 @@ class _Planner:
 
     def __init__(self, name: str, signature: inspect.Signature, kwargs: tuple[tuple[str, str], ...],
                  names: dict[str, tuple[str, ...]], *, apply: bool = False, module: bool = False,
-                 list_role: str = "") -> None:
+                 list_role: str = "", function: bool = False) -> None:
         self.name, self.signature, self.kwargs, self.names = name, signature, kwargs, names
+        self.function = function
         self.list_role = list_role
         self.apply, self.module = apply, module
         self.written = _OBJECT_REPR.sub(r"<\1>", f"{name}{signature}")
@@ -129,7 +137,7 @@ class _Planner:
         if first is None:
             raise Misfit(f"{self.written} takes no positional parameter for the tensor x: the harness passes x "
                          f"first, as in f(x) or f(x, dim)")
-        if first.name in ("self", "cls") and not (self.apply or self.module):
+        if first.name in ("self", "cls") and not (self.apply or self.module or self.function):
             raise Misfit(f"{self.written} is a method (its first parameter is {first.name!r}), named through its "
                          f"class: the harness has no instance to call it on; name an instance made at module level "
                          f"(module:instance.{self.name}), or wrap it, e.g. def {self._wrapper()}(x, dim): return "
@@ -184,6 +192,9 @@ class _Planner:
             taker = next((p for p in rest if p.name in taken_by and p.name not in roles), None)
             if taker is not None:
                 roles[taker.name] = role
+        for parameter in rest:
+            if roles.get(parameter.name) == "op" and _names_a_reduction(parameter):
+                roles[parameter.name] = "op_name"
         names = {p.name for p in rest}
         for key, _ in self.kwargs:
             if key == first.name:
@@ -330,7 +341,7 @@ _LEADING_ROLES = ("group", "rank", "world_size", "output_list")
 _ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_size": "the world size",
               "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
               "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
-              "scatter_dim": "a re-layout's scatter dim"}
+              "scatter_dim": "a re-layout's scatter dim", "op": "the reduction", "op_name": "the reduction"}
 
 
 def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
@@ -350,4 +361,6 @@ _ROLE_SOURCE = {
     "input_split_sizes": "the rows this rank sends each member, from each case",
     "output_split_sizes": "the rows each member sends this rank, from each case",
     "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
+    "op": "--op, as a ReduceOp",
+    "op_name": "--op, as funcol's string ('sum', 'avg', 'max', 'min')",
 }

@@ -48,7 +48,7 @@ def recipes_for(reduces: bool, op: str) -> tuple[str, ...]:
     evaluation order (:data:`REDUCTION_RECIPES`), data movement draws every bit pattern."""
     if not reduces:
         return VALUE_RECIPES
-    return MAX_RECIPES if op == "max" else REDUCTION_RECIPES
+    return MAX_RECIPES if op in ("max", "min") else REDUCTION_RECIPES
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,12 @@ class Case:
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
         self._check_relayout()
+        if kind.dimless:
+            for r, spec in enumerate(self.ranks):
+                first = self.ranks[self.members(r)[0]] if self.members(r) else spec
+                if spec.shape != first.shape:
+                    raise ValueError(f"rank {r} shape {spec.shape}: every member of an {self.collective} holds one "
+                                     f"shape, as rank {self.members(r)[0]} does: {first.shape}")
         for r, spec in enumerate(self.ranks):
             members = self.members(r)
             if self.collective != "all-to-all" or not members:
@@ -250,7 +256,7 @@ class Case:
         members = self.members(rank)
         smaller = self.without(rank)
         if (smaller is None or not self.ndim or not members or members[0] == rank
-                or self.collective == "all-to-all"):
+                or self.collective == "all-to-all" or COLLECTIVES[self.collective].dimless):
             return None
         before = members[members.index(rank) - 1]
         shape = list(self.ranks[before].shape)
@@ -286,7 +292,7 @@ class Case:
 
     def output_shape(self, rank: int) -> tuple[int, ...]:
         """What rank ``rank`` gets (its cotangent's shape)."""
-        if self.collective == "reduce-scatter":
+        if self.collective == "reduce-scatter" or COLLECTIVES[self.collective].dimless:
             return self.ranks[rank].shape
         if self.collective == "all-to-all":
             shape = list(self.ranks[rank].shape)
@@ -325,7 +331,8 @@ class Case:
     def describe(self) -> str:
         """One readable line, e.g. ``W=2 gloo/cpu float32 dim=0 grad=sum | r0 (3,2) iota | r1 (0,2) iota``."""
         dims = f"dim={self.dim}" if self.scatter_dim is None else f"scatter_dim={self.scatter_dim} gather_dim={self.dim}"
-        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype} {dims} grad={self.grad}"
+        dims = "" if COLLECTIVES[self.collective].dimless else f" {dims}"
+        head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype}{dims} grad={self.grad}"
         if self.collective != "gather":
             reduces = COLLECTIVES[self.collective].reduces
             head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"

@@ -38,7 +38,7 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "bool": ("bool",),
 }
 DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"])
-GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint")
+GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint", "identity")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ class Collective:
     roles: tuple[str, ...] = ()
     #: Reductions it takes (``--op``); empty: it moves data and takes none.
     ops: tuple[str, ...] = ()
+    #: Its result has the input's shape and no dim is involved (an all-reduce): cases draw equal
+    #: shapes in each group, dim 0, and a target is never asked for a dim.
+    dimless: bool = False
+    #: A target may return nothing and leave the result in its input (``dist.all_reduce(x)``):
+    #: that is read as its result, never as a write into the input.
+    in_place: bool = False
 
     @property
     def reduces(self) -> bool:
@@ -75,13 +81,24 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
     Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
                "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list", "first"),
                roles=("input_split_sizes", "output_split_sizes", "output_list", "scatter_dim")),
+    Collective("all-reduce", "the reduction over ranks of their x (every member holds x of one shape)",
+               grads=("identity", "sum", "mean"), outputs=("tensor", "first"), roles=("op",),
+               ops=("sum", "mean", "max", "min"), dimless=True, in_place=True),
 )}
+#: A gradient contract's name in another collective: a gather's ``local`` (each rank its own
+#: cotangent's slot) is an all-reduce's ``identity``.
+SAME_GRADIENT: dict[str, str] = {"local": "identity", "identity": "local"}
+#: Other names of a reduction, as torch spells them (``ReduceOp.AVG``, funcol's ``"avg"``).
+OP_ALIASES: dict[str, str] = {"avg": "mean"}
+#: The reductions with no gradient contract: ties have no one right answer.
+ORDER_OPS: frozenset[str] = frozenset({"max", "min"})
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
 #: none of them is defined for bool.
 OP_DTYPES: dict[str, tuple[str, ...]] = {
     "sum": tuple(name for name in ALL_DTYPES if name != "bool"),
     "mean": DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"],
     "max": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
+    "min": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
 }
 #: How a target's result may be read; ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
@@ -196,6 +213,7 @@ class Contract:
     compile: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "op", OP_ALIASES.get(self.op, self.op))
         self._check_collective()
         self._check_relayout()
         object.__setattr__(self, "kwargs", tuple((str(name), str(value)) for name, value in self.kwargs))
@@ -210,12 +228,16 @@ class Contract:
             raise UsageError(f"--dims: expected any or a dim of a 1-{NDIMS[1]}-d input ({-NDIMS[1]} to {NDIMS[1] - 1}), "
                              f"got {self.dims!r}")
         object.__setattr__(self, "dims", self.dims if self.dims == "any" else str(int(self.dims)))
+        if self.kind.dimless:
+            self._check_dimless()
         if self.ndim_range is None:
             raise UsageError(f"--dims {self.dims} --ndims {'-'.join(map(str, self.ndims or NDIMS))}: no input of those "
                              f"dims has dim {self.dims}")
         grads = ("none", *self.kind.grads)
         if self.grad not in grads:
-            raise UsageError(f"--grad: expected one of {', '.join(grads)} for {self.collective}, got {self.grad!r}")
+            same = SAME_GRADIENT.get(self.grad, "")
+            hint = f"; {self.collective}'s name for that gradient is --grad {same}" if same in grads else ""
+            raise UsageError(f"--grad: expected one of {', '.join(grads)} for {self.collective}, got {self.grad!r}{hint}")
         unknown = [d for d in self.dtypes if d not in ALL_DTYPES]
         if unknown or not self.dtypes:
             raise UsageError(f"--dtypes: unknown or empty dtype list {list(self.dtypes)!r}")
@@ -237,13 +259,14 @@ class Contract:
             raise UsageError(f"--collective: expected one of {', '.join(COLLECTIVES)}, got {self.collective!r}")
         if not self.kind.reduces:
             if self.op != "sum":
-                raise UsageError(f"--op {self.op}: {self.collective} takes no reduction; --op is for reduce-scatter")
+                raise UsageError(f"--op {self.op}: {self.collective} takes no reduction; --op is for "
+                                 f"{' and '.join(name for name, kind in COLLECTIVES.items() if kind.reduces)}")
             return
         if self.op not in self.kind.ops:
-            raise UsageError(f"--op: expected one of {', '.join(self.kind.ops)}, got {self.op!r}")
-        if self.op == "max" and self.grad != "none":
-            raise UsageError("--op max --grad adjoint: a max has no gradient contract (ties have no one right "
-                             "answer); check its values with --grad none")
+            raise UsageError(f"--op: expected one of {', '.join(self.kind.ops)} for {self.collective}, got {self.op!r}")
+        if self.op in ORDER_OPS and self.grad != "none":
+            raise UsageError(f"--op {self.op} --grad {self.grad}: a {self.op} has no gradient contract (ties have no "
+                             f"one right answer); check its values with --grad none")
         allowed = OP_DTYPES[self.op]
         if self.dtypes == ALL_DTYPES:
             object.__setattr__(self, "dtypes", allowed)
@@ -251,6 +274,14 @@ class Contract:
         if unfit:
             raise UsageError(f"--dtypes: {self.op} is not defined for {', '.join(unfit)}; use some of "
                              f"{', '.join(allowed)}")
+
+    def _check_dimless(self) -> None:
+        """An all-reduce's inputs agree in shape and no dim is involved: drawn at dim 0, equal shapes."""
+        if self.dims not in ("any", "0"):
+            raise UsageError(f"--dims {self.dims}: {self.collective} works on the whole tensor and takes no dim; "
+                             f"leave out --dims")
+        object.__setattr__(self, "dims", "0")
+        object.__setattr__(self, "ragged", False)
 
     def _check_relayout(self) -> None:
         for flag, value in (("--scatter-dim", self.scatter_dim), ("--gather-dim", self.gather_dim)):
@@ -372,8 +403,9 @@ class Contract:
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
         extra += " compiled" if self.compile else ""
-        dims = "" if self.relayout else f" dims={self.dims}"
-        return f"{self.collective_text()}{ragged}{dims} grad={self.grad} dtypes={dtypes}{extra}"
+        dims = "" if self.relayout or self.kind.dimless else f" dims={self.dims}"
+        shapes = "" if self.kind.dimless else f"{ragged}"
+        return f"{self.collective_text()}{shapes}{dims} grad={self.grad} dtypes={dtypes}{extra}".replace("  ", " ")
 
     def collective_text(self) -> str:
         """``""`` for a gather (the default, said nowhere); ``reduce-scatter(sum) `` or ``all-to-all ``."""

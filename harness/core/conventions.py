@@ -32,7 +32,12 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "output_split_sizes": ("output_split_sizes", "output_splits", "out_splits", "recv_splits", "recv_counts"),
     "output_list": ("output_tensor_list", "output_list", "out_tensor_list", "output_tensors", "out_list"),
     "scatter_dim": ("scatter_dim", "scatter_idx", "split_dim"),
+    "op": ("op", "reduceOp", "reduce_op", "reduction"),
 }
+#: A reduction's name in torch's two spellings: ``ReduceOp``'s member (role ``op``) and the string
+#: the functional collectives take (role ``op_name``, a parameter annotated or defaulting to ``str``).
+REDUCE_OPS: dict[str, tuple[str, str]] = {"sum": ("SUM", "sum"), "mean": ("AVG", "avg"), "max": ("MAX", "max"),
+                                          "min": ("MIN", "min")}
 #: A re-layout's gather dim: beside a parameter named like a scatter dim (``ROLE_NAMES["scatter_dim"]``),
 #: the parameter named like this takes the case's dim (the one the pieces are concatenated along).
 GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")
@@ -131,13 +136,13 @@ class Call:
                 tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
-               sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None) -> Any:
+               sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None, op: str = "sum") -> Any:
         """Call ``target`` on ``x`` this way; ``group`` ``None`` is the world group, ``sizes`` the
-        case's split sizes for this rank by role (a fresh list per call)."""
+        case's split sizes for this rank by role (a fresh list per call), ``op`` its reduction."""
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
-        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim)
+        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim, op)
         split = dim if scatter_dim is None else scatter_dim
         first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
         args, kwargs = self.arguments(first, values.get, pass_group)
@@ -171,8 +176,8 @@ class _Values:
     """The value of each role for one call; rank and size are asked of torch only when passed."""
 
     def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
-                 x: torch.Tensor | None = None, scatter_dim: int | None = None) -> None:
-        self.dim, self.group, self.fixed, self.sizes, self.x = dim, group, fixed, sizes, x
+                 x: torch.Tensor | None = None, scatter_dim: int | None = None, op: str = "sum") -> None:
+        self.dim, self.group, self.fixed, self.sizes, self.x, self.op = dim, group, fixed, sizes, x, op
         self.scatter_dim = dim if scatter_dim is None else scatter_dim
         #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
         self.outputs: list[torch.Tensor] | None = None
@@ -190,6 +195,10 @@ class _Values:
             return self.outputs
         if role == "group":
             return self.group
+        if role == "op":
+            return getattr(dist.ReduceOp, REDUCE_OPS[self.op][0])
+        if role == "op_name":
+            return REDUCE_OPS[self.op][1]
         if role == "rank":
             return dist.get_rank(self.group)
         if role == "world_size":

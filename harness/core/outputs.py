@@ -102,6 +102,10 @@ def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
         return "first"
     if fits(result, "list", world):
         return "list"
+    if result is None:
+        raise Misfit("returned None: a collective that leaves its result in its input, as dist.all_reduce(x) does, is "
+                     "checked with --collective all-reduce (collective=\"all-reduce\" from Python); a gather must "
+                     "return its result")
     raise Misfit(f"returned {describe_result(result)}; no convention reads it (tensor: the concatenation; list: "
                  f"one tensor per rank; stack: a ({world}, ...) tensor; first: a tuple starting with the "
                  f"concatenation)")

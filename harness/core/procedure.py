@@ -99,6 +99,9 @@ class RankResult:
     grad_device: str | None = None
     input_after: torch.Tensor | None = None
     input_stride_after: tuple[int, ...] | None = None
+    #: The target returned nothing and left its result in its input, as ``dist.all_reduce(x)`` does
+    #: (a collective that may, :attr:`harness.core.contract.Collective.in_place`): x is the result.
+    in_place: bool = False
     #: The input's version counter (``x._version``) before and after the first call: a call
     #: that writes into ``x`` in place bumps it, even when it writes the same values back.
     input_version: tuple[int, int] | None = None
@@ -198,8 +201,12 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         phase = "forward"
         started = time.perf_counter()
         def called_on(tensor: torch.Tensor) -> Any:
-            return call.invoke(target, tensor, case.dim, group, pass_group=case.passes_group, sizes=sizes,
-                               scatter_dim=case.scatter_dim)
+            y = call.invoke(target, tensor, case.dim, group, pass_group=case.passes_group, sizes=sizes,
+                            scatter_dim=case.scatter_dim, op=case.op)
+            if y is None and COLLECTIVES[case.collective].in_place:  # dist.all_reduce(x): the result is x
+                result.in_place = True
+                return tensor
+            return y
 
         y = called_on(x)
         result.timings["forward_s"] = time.perf_counter() - started
@@ -224,7 +231,7 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
             second = called_on(companion)
             result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
             result.output_later = _copies(reading.pieces)
-            third = called_on(x)
+            third = called_on(make_input(case, rank, device=device) if result.in_place else x)
             result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None

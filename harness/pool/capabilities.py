@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 MEASURE_WORLD_SIZE = 2
 #: The measured op (:data:`~harness.ranks.rank_calls.OPS`) that is each collective's own.
 COLLECTIVE_OPS: dict[str, str] = {"gather": "all_gather", "reduce-scatter": "reduce_scatter_tensor",
-                                  "all-to-all": "all_to_all_single"}
+                                  "all-to-all": "all_to_all_single", "all-reduce": "all_reduce"}
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ def _import_module(name: str, *, fresh: bool = False) -> ModuleType:
         found = None
     if found is None:
         raise TargetError(f"target module {name!r} cannot be found (is it on PYTHONPATH?)")
-    if fresh and name in sys.modules:
+    if fresh and name in sys.modules and name.partition(".")[0] != "torch":  # torch's own register operators
+        # once per process (a second _functional_collectives raises on its TORCH_LIBRARY) and keep no target state
         return _execute(lambda: importlib.reload(sys.modules[name]), name)
     return _execute(lambda: importlib.import_module(name), name)
 

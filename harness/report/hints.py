@@ -21,7 +21,7 @@ import dataclasses
 
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_outcome
-from harness.core.contract import DIFFERENTIABLE_DTYPES, Contract
+from harness.core.contract import DIFFERENTIABLE_DTYPES, ORDER_OPS, Contract
 from harness.core.conventions import SPLIT_ROLES
 from harness.core.procedure import RunRequest
 from harness.pool.pool import Pool
@@ -31,9 +31,10 @@ from harness.search.finding import Finding
 from harness.search.results import CheckReport
 
 DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no gradient: add {which}"
-#: The gradient contracts the note offers: a gather's three, a reduce-scatter's or an all-to-all's adjoint.
+#: The gradient contracts the note offers: a gather's three, an all-reduce's three, the others' adjoint.
 OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
 OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
+OFFERED_ALL_REDUCE = "--grad sum (or identity, mean; grad=\"sum\" from Python)"
 
 
 def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str, timeout_s: float) -> str:
@@ -43,9 +44,10 @@ def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str
     once, on the probe's smallest case with an input that requires grad (no backward pass).
     """
     contract, convention = probed.contract, probed.convention
-    if contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES:
-        return ""
-    which = OFFERED_GATHER if contract.collective == "gather" else OFFERED_NEIGHBOUR
+    if (contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES
+            or contract.op in ORDER_OPS and contract.kind.reduces):
+        return ""  # a max or min has no gradient contract to offer
+    which = {"gather": OFFERED_GATHER, "all-reduce": OFFERED_ALL_REDUCE}.get(contract.collective, OFFERED_NEIGHBOUR)
     if convention.call.apply:
         return DIFFERENTIABLE.format(why="an autograd.Function", which=which)
     case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output,
@@ -56,6 +58,8 @@ def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str
     pool.forget_state(case)
     results = [res for res in outcome.results if res is not None and not res.idle]
     if outcome.fault or outcome.errors or not results or not all(res.output_requires_grad for res in results):
+        return ""
+    if any(res.in_place for res in results):  # its result is x itself, which requires grad whatever the target does
         return ""
     return DIFFERENTIABLE.format(why="its result requires grad when its input does", which=which)
 

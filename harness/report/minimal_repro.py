@@ -28,7 +28,7 @@ import torch
 from harness.core.case import Case, make_cotangent, make_input
 from harness.core.checks import gradients_checked
 from harness.core.contract import COLLECTIVES
-from harness.core.conventions import FIXED, SPLIT_ROLES, Call
+from harness.core.conventions import FIXED, REDUCE_OPS, SPLIT_ROLES, Call
 from harness.core.outputs import OUTPUTS
 from harness.core.procedure import split_sizes
 from harness.ranks.targets import shown_target
@@ -291,10 +291,11 @@ class _Script:
         return f"[torch.cat({mine}, {case.dim})]"
 
     def _bounded_values(self, companion: bool) -> str | None:
-        """A float reduce-scatter's result against the exact reduction, within the rounding any order
-        of additions may add (as the harness judges it); ``None`` where the result must be exact."""
+        """A float reduction's result (a reduce-scatter's, an all-reduce's) against the exact one, within
+        the rounding any order of additions may add (as the harness judges it); ``None`` where the
+        result must be exact."""
         case = self.case
-        if case.collective != "reduce-scatter":
+        if not COLLECTIVES[case.collective].reduces:
             return None
         wanted = {r: expected_reduction(case, r, companion=companion) for r in range(case.world_size)
                   if not case.idle(r)}
@@ -303,7 +304,8 @@ class _Script:
             return None
         second = "_SECOND" if companion else ""
         self.tensors(f"WANT{second}", [bounded[r].exact if r in bounded else None for r in range(case.world_size)],
-                     f"the exact {case.op} of every rank's slot r (double precision)"
+                     f"the exact {case.op} of every rank's {'x' if COLLECTIVES[case.collective].dimless else 'slot r'} "
+                     f"(double precision)"
                      + (" on the second call" if companion else ""))
         self.tensors(f"BOUND{second}", [bounded[r].bound if r in bounded else None for r in range(case.world_size)],
                      "the rounding a float sum may add (0: exact)")
@@ -456,7 +458,8 @@ def call_source(call: Call, x: str, case: Case) -> str:
     passing = case.passes_group
     group = "group" if case.groups else ("dist.group.WORLD" if passing and call.takes_group else "None")
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
-              "world_size": f"dist.get_world_size({group})", "scatter_dim": repr(case.scatter_dim)}
+              "world_size": f"dist.get_world_size({group})", "scatter_dim": repr(case.scatter_dim),
+              "op": f"dist.ReduceOp.{REDUCE_OPS[case.op][0]}", "op_name": repr(REDUCE_OPS[case.op][1])}
     for role in SPLIT_ROLES.intersection(COLLECTIVES[case.collective].roles):  # one literal per rank, indexed
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     if "output_list" in call.roles:  # one empty piece per member, which the target fills
@@ -471,8 +474,11 @@ def call_source(call: Call, x: str, case: Case) -> str:
     args += [f"{parameter}={value}" for parameter, value in kwargs.items()]
     function = "target.apply" if call.apply else "target"
     made = f"{f'torch.compile({function})' if call.compiled else function}({', '.join(args)})"
-    # a target that fills the list and returns None gives the list, as Call.invoke reads it
-    return f"(lambda out: outs if out is None else out)({made})" if "output_list" in call.roles else made
+    # a target that fills the list and returns None gives the list, as Call.invoke reads it; one that
+    # returns None and leaves its result in x (dist.all_reduce(x)) gives x, as run_case reads it
+    if "output_list" in call.roles:
+        return f"(lambda out: outs if out is None else out)({made})"
+    return f"(lambda out: {x} if out is None else out)({made})" if COLLECTIVES[case.collective].in_place else made
 
 
 def _layout(layout: str, ndim: int) -> str:

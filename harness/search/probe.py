@@ -22,7 +22,7 @@ import torch
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_outcome, expected_pieces
 from harness.core.compare import exact_value
-from harness.core.contract import DIFFERENTIABLE_DTYPES, Contract
+from harness.core.contract import COLLECTIVES, DIFFERENTIABLE_DTYPES, Contract
 from harness.core.conventions import GATHER_DIM_NAMES, ROLE_NAMES, SPLIT_ROLES, Call
 from harness.core.errors import Misfit, RankCallFailed, TargetError, UsageError
 from harness.core.outputs import OUTPUTS
@@ -140,7 +140,7 @@ def _probe(pool: Pool, target: str, contract: Contract, dtype: str, call: Call, 
     graded = contract.grad != "none" and dtype in DIFFERENTIABLE_DTYPES
     ran: list[Outcome] = []
     tried_the_collective = False  # the reduce-scatter hypothesis replaces ranks: test it once
-    dimless = not call.takes_dim and not contract.relayout and contract.fixed_dim is None
+    dimless = not call.takes_dim and not contract.relayout and contract.fixed_dim is None and not contract.kind.dimless
     for world in probe_world_sizes(contract):
         readings: dict[bool, str] = {}
         for passes in (True, False) if both else (bool(contract.groups),):
@@ -159,11 +159,13 @@ def _probe(pool: Pool, target: str, contract: Contract, dtype: str, call: Call, 
                 return Probe(contract, Convention(call, output, not declared, tuple(made)), notes, failed=outcome)
             readings[passes] = _reading(outcome, world, target)
             ran.append(outcome)
+            if any(res is not None and res.in_place for res in outcome.results) and IN_PLACE_NOTE not in notes:
+                notes.append(IN_PLACE_NOTE)
         output = _agreed(readings, call, target)
     if graded:
         _check_differentiable(ran, contract, call)
     implied = replace(contract, optional_group=both)
-    if not call.takes_dim and not contract.relayout:
+    if not call.takes_dim and not contract.relayout and not contract.kind.dimless:
         implied, note = _dim_of_a_dimless_target(pool, target, call, implied, dtype, output, timeout_s)
         notes.append(note)
     if OUTPUTS[output].stacked and contract.ragged:
@@ -302,27 +304,50 @@ def _not_a_gathers_shape(outcome: Outcome) -> bool:
     return case.world_size > 1 and any(res.detected_shape not in (None, tuple(gathered)) for res in _members(outcome))
 
 
+#: The note for a target that returns None and leaves its result in x (``dist.all_reduce(x)``).
+IN_PLACE_NOTE = ("it returns None and leaves its result in x, as dist.all_reduce(x) does: x after the call is read "
+                 "as its result (in place), and its repeat calls run on fresh inputs")
+
+
+#: What a gather's failed probe is tried as (:func:`_check_the_collective`): the collective, what it
+#: gives each rank, and what else its option needs, for the message.
+HYPOTHESES: tuple[tuple[str, str, str], ...] = (
+    ("reduce-scatter", "each rank's slot of the sum", "; --no-ragged if it takes no split sizes"),
+    ("all-reduce", "every rank the sum of their inputs", ""),
+)
+
+
 def _check_the_collective(pool: Pool, target: str, call: Call, contract: Contract, dtype: str,
                           timeout_s: float) -> None:
     """A gather's probe case failed or came back the wrong length: if the same call passes every probe
-    case of two ranks or more as a reduce-scatter of even slots, the contract names the wrong collective,
-    and that is :class:`UsageError` (exit 2) naming ``--collective reduce-scatter``, not a finding."""
+    case of two ranks or more as another collective of :data:`HYPOTHESES` (summing, equal shapes), the
+    contract names the wrong collective, and that is :class:`UsageError` (exit 2) naming
+    ``--collective``, not a finding."""
     if contract.collective != "gather":
         return
-    scattering = replace(contract, collective="reduce-scatter", op="sum", ragged=False, grad="none", output="tensor",
-                         dtypes=(dtype,))
+    for collective, gives, needs in HYPOTHESES:
+        dims = "any" if COLLECTIVES[collective].dimless else contract.dims
+        passed = _passes_as(pool, target, call, replace(contract, collective=collective, op="sum", ragged=False,
+                                                        grad="none", output="tensor", dtypes=(dtype,), dims=dims),
+                            timeout_s)
+        if passed is not None:
+            raise UsageError(f"{call.describe()} computes {'an' if collective[0] in 'aeiou' else 'a'} {collective}, "
+                             f"not a gather: on the case {passed.describe()}, it returns {gives}; check it with "
+                             f"--collective {collective} (collective=\"{collective}\" from Python{needs})")
+
+
+def _passes_as(pool: Pool, target: str, call: Call, hypothesis: Contract, timeout_s: float) -> Case | None:
+    """The first probe case of two ranks or more the call passes under ``hypothesis``, if it passes them
+    all; each runs on ranks that ran nothing of it after (a hypothesis, not a case)."""
     passed = []
-    for world in probe_world_sizes(contract)[1:]:
-        case = probe_case(scattering, world, dtype, "tensor", passes_group=bool(contract.groups))
+    for world in probe_world_sizes(hypothesis)[1:]:
+        case = probe_case(hypothesis, world, hypothesis.dtypes[0], "tensor", passes_group=bool(hypothesis.groups))
         outcome = pool.run(case, target, call=call, check_grad=False, repeat=False, timeout=timeout_s)
-        pool.fresh(case)  # a hypothesis, not a case: the next case starts on ranks that ran nothing of it
+        pool.fresh(case)
         if outcome.fault or check_outcome(outcome):
-            return
+            return None
         passed.append(case)
-    if passed:
-        raise UsageError(f"{call.describe()} computes a reduce-scatter, not a gather: on the case {passed[0].describe()}, "
-                         f"it returns each rank's slot of the sum; check it with --collective reduce-scatter "
-                         f"(collective=\"reduce-scatter\" from Python; --no-ragged if it takes no split sizes)")
+    return passed[0] if passed else None
 
 
 def _relayout(call: Call, contract: Contract, target: str) -> tuple[Contract, list[str]]:

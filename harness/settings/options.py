@@ -20,6 +20,7 @@ from harness.core.contract import (
     COLLECTIVES,
     DEVICES,
     GRAD_CONTRACTS,
+    OP_ALIASES,
     OUTPUT_OPTIONS,
     literal_kwargs,
     parse_kwarg,
@@ -135,13 +136,16 @@ def parse_duration(text: str) -> float:
 
 _PER_PROFILE = ", ".join(f"{lo}-{hi} for {name}" for name, (lo, hi) in profile_names.WORLD_SIZES.items())
 
+#: Every reduction a collective takes (``--op``), in the table's order, and the names torch also uses.
+REDUCTIONS: tuple[str, ...] = (*dict.fromkeys(op for kind in COLLECTIVES.values() for op in kind.ops), *OP_ALIASES)
+
 #: The settings of a check, in the order ``--help`` lists them.
 OPTIONS: tuple[Option, ...] = (
     Option("collective", "what TARGET computes on rank r: "
            + "; ".join(f"{collective.name}, {collective.means}" for collective in COLLECTIVES.values())
            + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
-    Option("op", "the reduction of a reduce-scatter: sum, mean (the sum / W) or max (default: sum)", "sum",
-           choices=COLLECTIVES["reduce-scatter"].ops, section="contract"),
+    Option("op", "the reduction of a reduce-scatter (sum, mean: the sum / W, max) or an all-reduce (those and min); "
+                 "avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
            section="contract", defaults={"fuzz": None}),
     Option("dims", "any: TARGET gathers (scatters, exchanges) along the dim it is given, drawn over the input's dims, "
@@ -158,7 +162,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("ndims", "the dims of drawn inputs, a range within 1-4 (default: 1-4; a re-layout's 3-4: batch, sequence, "
                     "heads)", metavar="A-B", section="contract"),
     Option("grad", "gradient contract: none, local C_r[slot_r], sum \u03a3_s C_s[slot_r], mean sum/W; for "
-                   "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents (default: none)",
+                   "reduce-scatter and all-to-all: adjoint, the reverse collective of the cotangents; for all-reduce: "
+                   "identity C_r, sum \u03a3_s C_s, mean sum/W (default: none)",
            "none", choices=GRAD_CONTRACTS, section="contract", defaults={"fuzz": None}),
     Option("dtypes", "comma list of dtype names and groups all, float, complex, int, bool; with a group, dtypes the "
                      "backend cannot gather are not drawn (default: all)", "all", metavar="LIST", section="contract",

@@ -1,4 +1,4 @@
-"""Megatron-LM's tensor-parallel mappings, as written: its gathers, reduce-scatters and all-to-all.
+"""Megatron-LM's tensor-parallel mappings, as written: its gathers, reduce-scatters, all-to-all and all-reduce.
 
 ``megatron/core/tensor_parallel/mappings.py`` at the commit named below, and
 ``split_tensor_along_last_dim`` from ``tensor_parallel/utils.py``.  Glue: the group lookup
@@ -369,3 +369,40 @@ def all_gather_last_dim_from_tensor_parallel_region(
     makes the backward raise (``reshape(-1, 0)`` in ``_reduce_scatter_along_last_dim``).
     """
     return _AllGatherFromTensorParallelRegion.apply(input_, _pg(group))
+
+
+# -- the all-reduce: _reduce and reduce-from-region, as at 00caa53af30912914981c86f39db123961678bbd ------
+
+
+def _reduce(input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """``mappings.py`` ``_reduce``, as written: all-reduce ``input_.contiguous()`` and return ``input_``
+    (the caller's tensor, written in place when it is contiguous; a copy is reduced, and dropped, when not)."""
+    assert group is not None, "group should not be None"
+
+    # Bypass the function if we are using only 1 GPU.
+    if group.size() == 1:
+        return input_
+
+    # All-reduce.
+    torch.distributed.all_reduce(input_.contiguous(), group=group)
+
+    return input_
+
+
+class _ReduceFromModelParallelRegion(torch.autograd.Function):
+    """All-reduce the input from the model parallel region."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        """Forward function."""
+        return _reduce(input_, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Backward function."""
+        return grad_output, None
+
+
+def reduce_from_tensor_model_parallel_region(input_: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: all reduce, backward copy" (the ``identity`` contract)."""
+    return _ReduceFromModelParallelRegion.apply(input_, _pg(group))

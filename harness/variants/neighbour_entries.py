@@ -1,4 +1,4 @@
-"""The catalogue's reduce-scatter and all-to-all entries (re-layouts included), as their authors claim them.
+"""The catalogue's reduce-scatter, all-to-all (re-layouts included) and all-reduce entries, as their authors claim them.
 
 Data only, like :mod:`harness.variants`, which lists them after the gathers.
 """
@@ -8,7 +8,9 @@ from __future__ import annotations
 from harness.variants.specs import (
     C10D_REDUCE_SCATTER_SINGLE,
     FUNCOL_REDUCE_SCATTER_SINGLE,
+    FUNCOL_VIEW_RACE,
     VariantSpec,
+    all_reduce_claim,
     all_to_all_claim,
     reduce_scatter_claim,
     relayout_claim,
@@ -190,5 +192,80 @@ NEIGHBOURS: tuple[VariantSpec, ...] = (
         "harness.variants.relayouts:colossalai_all_to_all",
         relayout_claim(ragged=False, scatter_dim="any", gather_dim="any", grad="adjoint"),
         "ColossalAI `all_to_all_comm(input_, process_group, scatter_dim, gather_dim)` (`colossalai/shardformer/layer/_operation.py`): `tensor_split`, list `all_to_all`, `cat`; any two dims.",
+    ),
+    VariantSpec(
+        "ours_all_reduce_sum",
+        "harness.ragged:all_reduce_sum",
+        all_reduce_claim(grad="sum"),
+        "`harness.ragged.all_reduce(x, op='sum', grad='sum')`: a dense copy all-reduced (complex as its real "
+        "view); backward all-reduces the cotangents (every rank's loss uses the result).",
+    ),
+    VariantSpec(
+        "ours_all_reduce_mean",
+        "harness.ragged:all_reduce_mean",
+        all_reduce_claim(grad="mean", op="mean"),
+        "The same with `op='mean'`: the sum divided by W last; backward the cotangents' mean.",
+    ),
+    VariantSpec(
+        "ours_all_reduce_identity",
+        "harness.ragged:all_reduce_identity",
+        all_reduce_claim(grad="identity"),
+        "The same summing, `grad='identity'`: each rank its own cotangent, Megatron's reduce-from-region "
+        "contract (the ranks' partial sums feed one loss).",
+    ),
+    VariantSpec(
+        "ours_all_reduce_max",
+        "harness.ragged:all_reduce_max",
+        all_reduce_claim(grad="none", op="max"),
+        "The same with `op='max'`; no gradient.",
+    ),
+    VariantSpec(
+        "ar_c10d_all_reduce",
+        "torch.distributed:all_reduce",
+        all_reduce_claim(grad="none"),
+        "`dist.all_reduce(x, group=group)` called as written: no result, x written in place (read as its "
+        "result); not differentiable.",
+    ),
+    VariantSpec(
+        "ar_nn_all_reduce",
+        "torch.distributed.nn.functional:all_reduce",
+        all_reduce_claim(grad="sum"),
+        "`torch.distributed.nn.functional.all_reduce(x, op=ReduceOp.SUM, group=group)` as written; its "
+        "backward all-reduces the cotangents (pytorch #58005 was a wrong gradient here).",
+    ),
+    VariantSpec(
+        "ar_nn_all_reduce_avg",
+        "torch.distributed.nn.functional:all_reduce",
+        all_reduce_claim(grad="mean", op="mean"),
+        "The same with `op=ReduceOp.AVG`: backward all-reduces the cotangents with AVG.",
+    ),
+    VariantSpec(
+        "ar_funcol_all_reduce",
+        "torch.distributed._functional_collectives:all_reduce",
+        all_reduce_claim(grad="sum"),
+        "`_functional_collectives.all_reduce(x, 'sum', group)` as written; differentiable through funcol's "
+        "autograd registration.",
+        race=FUNCOL_VIEW_RACE,
+    ),
+    VariantSpec(
+        "ar_funcol_all_reduce_avg",
+        "torch.distributed._functional_collectives:all_reduce",
+        all_reduce_claim(grad="mean", op="mean"),
+        "The same with `'avg'`: its backward raises \"all_reduce backward only supports 'sum' reduction\" "
+        "(pytorch #190007; `docs/findings/funcol_all_reduce_avg_backward.py`).",
+    ),
+    VariantSpec(
+        "ar_megatron_reduce_from_region",
+        "harness.variants.megatron:reduce_from_tensor_model_parallel_region",
+        all_reduce_claim(grad="identity"),
+        "Megatron-LM `reduce_from_tensor_model_parallel_region` (`_reduce`: `all_reduce(input_.contiguous())`, "
+        "then `return input_`; backward the identity).",
+    ),
+    VariantSpec(
+        "ar_flash_attn",
+        "harness.variants.all_reduces:AllReduceFunc",
+        all_reduce_claim(grad="identity"),
+        "flash-attention `all_reduce = AllReduceFunc.apply` (`flash_attn/utils/distributed.py`): "
+        "`all_reduce_raw` on `input_.contiguous()`, identity backward (flash-attention #1244).",
     ),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from harness.core.contract import ALL_DTYPES, OP_DTYPES, Contract
+from harness.core.contract import ALL_DTYPES, COLLECTIVES, OP_DTYPES, Contract
 
 #: Every dtype gloo can move: all of the harness's names but ``int16``, which gloo rejects.
 GLOO_DTYPES: tuple[str, ...] = tuple(name for name in ALL_DTYPES if name != "int16")
@@ -113,13 +113,17 @@ def claim(
     """The authors' claim, over every dtype gloo supports (and the reduction is defined for),
     with the result's convention; on subgroups wherever the code takes a group (``groups``
     ``None``: a target that takes a group claims any group), always passing it where ``True``."""
-    dtypes = tuple(name for name in GLOO_DTYPES if collective != "reduce-scatter" or name in OP_DTYPES[op])
+    dtypes = tuple(name for name in GLOO_DTYPES if not COLLECTIVES[collective].reduces or name in OP_DTYPES[op])
     return Contract(ragged=ragged, dims=dims, dtypes=dtypes, grad=grad, output=output, groups=groups, mesh=mesh,
                     collective=collective, op=op)
 
 
 def reduce_scatter_claim(ragged: bool, dims: str, grad: str, op: str = "sum") -> Contract:
     return claim(ragged=ragged, dims=dims, grad=grad, collective="reduce-scatter", op=op)
+
+
+def all_reduce_claim(grad: str, op: str = "sum") -> Contract:
+    return claim(ragged=False, dims="any", grad=grad, collective="all-reduce", op=op)
 
 
 def all_to_all_claim(ragged: bool, dims: str, grad: str) -> Contract:

@@ -1,0 +1,85 @@
+"""Every planted all-reduce bug is found by every seed at the default budget and shrinks to its
+smallest world; our correct all-reduces pass every seed.
+
+Run from the repository root::
+
+    python benchmarks/family.py               # seeds 0-29
+    python benchmarks/family.py --seeds 3
+
+Each row is checked as ``check_gather`` binds it (``benchmarks/paths.py``'s :func:`check`: the ``ci``
+profile's 100 examples, no example database, one shared pool).  The bug classes are the ones the
+all-reduce's contracts exist for: an identity backward where ``sum`` is claimed, a sum counted twice,
+an average without its 1/W, the global rank inside a subgroup, an in-place result that never reaches
+x.  The times are of one run on a shared machine: compare rows of the same run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks.paths import check  # noqa: E402
+from harness.pool.pool import shared_pool  # noqa: E402
+from harness.report.text import markdown_table, text_table  # noqa: E402
+
+AR = {"collective": "all-reduce"}
+#: bug class -> (target, option values, the property found, the smallest world at which it fails)
+BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
+    "identity backward where sum is claimed": (
+        "tests.planted.all_reduces:identity_backward", {**AR, "grad": "sum"}, "gradients", 2),
+    "sum counted twice where sum is claimed": (
+        "tests.planted.all_reduces:double_counted_backward", {**AR, "grad": "sum"}, "gradients", 1),
+    "sum where identity is claimed": (
+        "tests.planted.all_reduces:double_counted_backward", {**AR, "grad": "identity"}, "gradients", 1),
+    "avg without its 1/W": (
+        "tests.planted.all_reduces:mean_without_division", {**AR, "op": "mean", "grad": "mean"}, "values", 2),
+    "global rank in a subgroup": (
+        "tests.planted.all_reduces:global_rank_in_group", {**AR, "groups": True}, "values", 2),
+    "in-place result never reaching x": (
+        "tests.planted.all_reduces:in_place_forgets_a_dense_copy", AR, "values", 2),
+}
+CORRECT: dict[str, tuple[str, dict[str, object]]] = {
+    "ours, sum": ("harness.ragged:all_reduce_sum", {**AR, "grad": "sum"}),
+    "ours, mean": ("harness.ragged:all_reduce_mean", {**AR, "op": "mean", "grad": "mean"}),
+    "ours, identity": ("harness.ragged:all_reduce_identity", {**AR, "grad": "identity"}),
+    "in place, dense copy written back": ("tests.planted.all_reduces:in_place_dense", AR),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=30, help="seeds 0..N-1 (default 30)")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    pool = shared_pool()
+    rows, met = [], True
+    for name, (target, values, prop, smallest) in BUGS.items():
+        worlds = []
+        for seed in range(args.seeds):
+            report = check(pool, target, seed, values).report
+            found = [f for f in report.findings if f.property == prop]
+            worlds.append(found[0].case.world_size if found else None)
+            print(f"{name} | seed {seed} | {found[0].case.describe() if found else 'not found'}", file=sys.stderr,
+                  flush=True)
+        hit = sum(1 for w in worlds if w is not None)
+        at_smallest = sum(1 for w in worlds if w == smallest)
+        met &= hit == at_smallest == args.seeds
+        rows.append((name, prop, f"{hit}/{args.seeds}", f"{at_smallest}/{args.seeds} (W={smallest})"))
+    for name, (target, values) in CORRECT.items():
+        passed = sum(1 for seed in range(args.seeds) if check(pool, target, seed, values).report.verdict == "pass")
+        met &= passed == args.seeds
+        rows.append((name, "-", f"passed {passed}/{args.seeds}", "-"))
+    print(f"gather-harness all-reduce bug classes at the default budget (ci profile), seeds 0-{args.seeds - 1}: "
+          f"{'every target met' if met else 'TARGET MISSED'}")
+    print((markdown_table if args.markdown else text_table)(("row", "property", "found", "shrunk to its smallest world"),
+                                                            rows))
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

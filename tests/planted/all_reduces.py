@@ -1,0 +1,98 @@
+"""Planted bugs in all-reduces: each breaks one thing a real one gets wrong (``tests/test_all_reduce.py``).
+
+Each is :mod:`harness.ragged`'s correct :func:`~harness.ragged.all_reduce` with one mistake, or a
+form as published code writes it (``dist.all_reduce(x)`` in place, Megatron's reduce-from-region
+writing its input) with a correct twin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.ragged import all_reduce
+
+
+class _Backward(torch.autograd.Function):
+    """A correct sum forward (on a dense copy) with a chosen backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, backward: str, group: Any) -> torch.Tensor:
+        ctx.backward, ctx.group = backward, group
+        with torch.no_grad():
+            return all_reduce(x, op="sum", group=group)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        if ctx.backward == "identity":
+            return cotangent.clone(), None, None
+        return all_reduce(cotangent.contiguous(), op="sum", grad="identity", group=ctx.group) * 2, None, None
+
+
+def identity_backward(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """flash-attention's shape: the sum forward, each rank's own cotangent back (right only under identity)."""
+    return _Backward.apply(x, "identity", group)
+
+
+def double_counted_backward(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """The sum forward, a backward that all-reduces the cotangents and counts them twice."""
+    return _Backward.apply(x, "twice", group)
+
+
+def mean_without_division(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """An average that forgets its 1/W (right at W=1)."""
+    return all_reduce(x, op="sum", grad="sum", group=group)
+
+
+def global_rank_in_group(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Gathers every member's x and sums the pieces of global ranks 0..G-1, a group's ranks taken for
+    the world's: right on the world group and on a group of ranks 0..G-1, wrong in any other."""
+    out = x.detach().clone(memory_format=torch.contiguous_format)
+    members = dist.get_process_group_ranks(group) if group is not None else list(range(dist.get_world_size()))
+    pieces = [torch.empty_like(out) for _ in members]
+    dist.all_gather(pieces, out, group=group)
+    return sum((pieces[members.index(g)] for g in range(len(members)) if g in members), out.new_zeros(out.shape))
+
+
+def in_place(x: torch.Tensor, group: Any = None) -> None:
+    """``dist.all_reduce(x, group=group)`` as called: no result, x written."""
+    dist.all_reduce(x, group=group)
+
+
+def in_place_forgets_a_dense_copy(x: torch.Tensor, group: Any = None) -> None:
+    """In place, on a dense copy it then drops for a non-contiguous x: the result never reaches x."""
+    target = x if x.is_contiguous() else x.contiguous()
+    dist.all_reduce(target, group=group)
+
+
+class ReduceFromRegion(torch.autograd.Function):
+    """Megatron's ``_ReduceFromModelParallelRegion`` as published: forward all-reduces its input in
+    place and returns it, backward is the identity."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> torch.Tensor:
+        return cotangent
+
+
+def in_place_dense(x: torch.Tensor, group: Any = None) -> None:
+    """A correct in-place all-reduce: a non-dense x is reduced as a dense copy, written back."""
+    dense = x if x.is_contiguous() else x.contiguous()
+    dist.all_reduce(dense, group=group)
+    if dense is not x:
+        x.copy_(dense)
+
+
+def funcol_style(x: torch.Tensor, reduceOp: str, group: Any = None) -> torch.Tensor:  # noqa: N803 - funcol's name
+    """Takes the reduction by funcol's name (``'sum'``, ``'avg'``) and computes it right, its gradient
+    the sum of the cotangents (their mean for an average)."""
+    op = {"sum": "sum", "avg": "mean", "max": "max", "min": "min"}[reduceOp]
+    if op in ("max", "min"):
+        return all_reduce(x, op=op, group=group)
+    return all_reduce(x, op=op, grad="mean" if op == "mean" else "sum", group=group)

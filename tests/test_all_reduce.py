@@ -1,0 +1,146 @@
+"""The all-reduce through the same harness: the reference in one process, the contract's refusals,
+the planted bugs of ``tests/planted/all_reduces.py`` found and shrunk, correct ones passing, and the
+call as published code makes it (in place, the reduction by name, funcol's ``self`` parameter)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from harness.reference import expected_grad, expected_output, within_bound
+
+from harness.core.binding import plan_call
+from harness.core.case import Case, RankSpec
+from harness.core.checks import UNCOUNTED_WRITE
+from harness.core.contract import Contract
+from harness.core.errors import Misfit, UsageError
+from harness.report.text import finding_message
+from harness.search.engine import run_check
+from harness.search.probe import probe
+from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
+from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
+
+AR = {"collective": "all-reduce"}
+BUDGET = 100  # the ci profile's
+
+
+def ar_case(world: int = 2, op: str = "sum", dtype: str = "float64", grad: str = "sum") -> Case:
+    return Case(ranks=tuple(RankSpec((2, 3), values="normal", seed=5) for _ in range(world)), dtype=dtype,
+                grad=grad, collective="all-reduce", op=op)
+
+
+# -- the case model and the reference, in one process ------------------------------------------------
+
+
+@pytest.mark.parametrize(("op", "combine"), [("sum", torch.sum), ("mean", torch.mean),
+                                             ("max", lambda t, dim: t.amax(dim)), ("min", lambda t, dim: t.amin(dim))])
+def test_every_rank_gets_the_reduction_of_every_members_input(op: str, combine) -> None:
+    from harness.core.case import input_values
+
+    case = ar_case(3, op=op, grad="none")
+    stacked = torch.stack([input_values(case, r) for r in range(3)])
+    for rank in range(3):
+        got = expected_output(case, rank)
+        assert got.shape == (2, 3)
+        torch.testing.assert_close(got, combine(stacked, 0))
+
+
+@pytest.mark.parametrize(("contract", "senders", "divisor"), [("identity", "own", 1), ("sum", "all", 1),
+                                                              ("mean", "all", 3)])
+def test_the_gradient_contracts_are_the_own_cotangent_their_sum_and_their_mean(contract, senders, divisor) -> None:
+    from harness.core.case import make_cotangent
+
+    case = ar_case(3, grad=contract)
+    for rank in range(3):
+        terms = [make_cotangent(case, rank)] if senders == "own" else [make_cotangent(case, r) for r in range(3)]
+        want = sum(t.to(torch.float64) for t in terms) / divisor
+        got = expected_grad(case, rank, contract)
+        assert bool(within_bound(want, got).all())
+
+
+def test_an_all_reduce_contract_refuses_what_has_no_meaning_naming_what_fits() -> None:
+    with pytest.raises(UsageError, match="takes no dim"):
+        Contract(**AR, dims="1")
+    with pytest.raises(UsageError, match="all-reduce's name for that gradient is --grad identity"):
+        Contract(**AR, grad="local")
+    with pytest.raises(UsageError, match="a min has no gradient contract"):
+        Contract(**AR, op="min", grad="sum")
+    assert Contract(**AR, op="avg").op == "mean"  # torch's name
+    assert Contract(**AR).describe().startswith("all-reduce(sum) grad=none")
+    with pytest.raises(ValueError, match="every member of an all-reduce holds one shape"):
+        Case(ranks=(RankSpec((2,)), RankSpec((3,))), collective="all-reduce")
+
+
+def test_the_reduction_is_bound_by_name_as_a_reduce_op_or_as_funcols_string() -> None:
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    import torch.distributed.nn.functional as nn_functional
+
+    assert plan_call(dist.all_reduce, roles=("op",)).describe() == "all_reduce(x, op=op, group=group)"
+    assert plan_call(nn_functional.all_reduce, roles=("op",)).keywords[0] == ("op", "op")
+    funcols = plan_call(funcol.all_reduce, roles=("op",))  # its x is named self: a function, not a method
+    assert ("reduceOp", "op_name") in funcols.positional + funcols.keywords
+
+
+# -- on ranks ------------------------------------------------------------------------------------------
+
+
+def search(pool, name: str, **contract: object):
+    report = run_check(f"tests.planted.all_reduces:{name}", Contract(**AR, **contract), max_examples=BUDGET,
+                       timeout_s=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
+    assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
+    return {finding.property: finding for finding in report.findings}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "contract", "prop", "world"), [
+    ("identity_backward", {"grad": "sum"}, "gradients", 2),  # identity where sum is claimed
+    ("double_counted_backward", {"grad": "sum"}, "gradients", 1),  # sum counted twice
+    ("identity_backward", {"grad": "sum", "groups": True}, "gradients", 2),
+    ("mean_without_division", {"op": "mean", "grad": "mean"}, "values", 2),  # avg without its 1/W
+    ("global_rank_in_group", {"groups": True}, "values", 2),  # the global rank in a subgroup
+    ("in_place_forgets_a_dense_copy", {}, "values", 2),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_all_reduce_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop,
+                                                                            world) -> None:
+    findings = search(pool, name, **contract)
+    assert prop in findings, f"{name}: found {sorted(findings)}"
+    assert findings[prop].case.world_size == world, findings[prop].case.describe()
+
+
+@pytest.mark.slow
+def test_sum_where_identity_is_claimed_is_found(pool) -> None:
+    findings = search(pool, "double_counted_backward", grad="identity")
+    assert "gradients" in findings
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "contract"), [
+    ("harness.ragged:all_reduce_sum", {"grad": "sum", "groups": True}),
+    ("harness.ragged:all_reduce_mean", {"op": "mean", "grad": "mean"}),
+    ("harness.ragged:all_reduce_identity", {"grad": "identity"}),
+    ("harness.ragged:all_reduce_min", {"op": "min"}),
+    ("tests.planted.all_reduces:in_place_dense", {"groups": True}),
+    ("tests.planted.all_reduces:funcol_style", {"op": "avg", "grad": "mean"}),
+    ("tests.planted.all_reduces:identity_backward", {"grad": "identity"}),
+])
+def test_correct_all_reduces_pass(pool, target: str, contract: dict) -> None:
+    report = run_check(target, Contract(**AR, **contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
+    assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
+    assert report.examples >= BUDGET
+
+
+@pytest.mark.slow
+def test_a_write_into_the_callers_tensor_is_told_with_what_it_does_to_gradients(pool) -> None:
+    findings = search(pool, "ReduceFromRegion", grad="identity", dtypes=("float32",))
+    assert "inputs-untouched" in findings
+    assert UNCOUNTED_WRITE in findings["inputs-untouched"].message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "error", "words"), [
+    ("harness.ragged:all_reduce_sum", UsageError, "--collective all-reduce"),
+    ("tests.planted.all_reduces:in_place", Misfit, "--collective all-reduce"),
+])
+def test_an_all_reduce_checked_as_a_gather_is_exit_2_naming_the_collective(pool, target, error, words) -> None:
+    with pytest.raises(error, match=words):
+        probe(pool, target, Contract(world_sizes=(1, 2)), "float32", timeout_s=TIMEOUT_S)
