@@ -1,5 +1,5 @@
-"""Every planted all-reduce bug is found by every seed at the default budget and shrinks to its
-smallest world; our correct all-reduces pass every seed.
+"""Every planted all-reduce, split and copy bug is found by every seed at the default budget and
+shrinks to its smallest world; our correct ones pass every seed.
 
 Run from the repository root::
 
@@ -10,7 +10,8 @@ Each row is checked as ``check_gather`` binds it (``benchmarks/paths.py``'s :fun
 profile's 100 examples, no example database, one shared pool).  The bug classes are the ones the
 all-reduce's contracts exist for: an identity backward where ``sum`` is claimed, a sum counted twice,
 an average without its 1/W, the global rank inside a subgroup, an in-place result that never reaches
-x.  The times are of one run on a shared machine: compare rows of the same run only.
+x, a split's backward that does not gather, a split by the global rank, a copy's backward without
+its all-reduce, or with two.
 """
 
 from __future__ import annotations
@@ -31,23 +32,32 @@ AR = {"collective": "all-reduce"}
 #: bug class -> (target, option values, the property found, the smallest world at which it fails)
 BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
     "identity backward where sum is claimed": (
-        "tests.planted.all_reduces:identity_backward", {**AR, "grad": "sum"}, "gradients", 2),
+        "tests.planted.family:identity_backward", {**AR, "grad": "sum"}, "gradients", 2),
     "sum counted twice where sum is claimed": (
-        "tests.planted.all_reduces:double_counted_backward", {**AR, "grad": "sum"}, "gradients", 1),
+        "tests.planted.family:double_counted_backward", {**AR, "grad": "sum"}, "gradients", 1),
     "sum where identity is claimed": (
-        "tests.planted.all_reduces:double_counted_backward", {**AR, "grad": "identity"}, "gradients", 1),
+        "tests.planted.family:double_counted_backward", {**AR, "grad": "identity"}, "gradients", 1),
     "avg without its 1/W": (
-        "tests.planted.all_reduces:mean_without_division", {**AR, "op": "mean", "grad": "mean"}, "values", 2),
+        "tests.planted.family:mean_without_division", {**AR, "op": "mean", "grad": "mean"}, "values", 2),
     "global rank in a subgroup": (
-        "tests.planted.all_reduces:global_rank_in_group", {**AR, "groups": True}, "values", 2),
+        "tests.planted.family:global_rank_in_group", {**AR, "groups": True}, "values", 2),
     "in-place result never reaching x": (
-        "tests.planted.all_reduces:in_place_forgets_a_dense_copy", AR, "values", 2),
+        "tests.planted.family:in_place_forgets_a_dense_copy", AR, "values", 2),
+    "split backward not gathering": (
+        "tests.planted.family:split_backward_not_gathering", {"collective": "split", "grad": "adjoint"}, "gradients",
+        2),
+    "split by the global rank in a subgroup": (
+        "tests.planted.family:split_by_global_rank", {"collective": "split", "groups": True}, "values|shape", 2),
+    "copy backward without its all-reduce": (
+        "tests.planted.family:copy_without_all_reduce", {"collective": "copy", "grad": "sum"}, "gradients", 2),
 }
 CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "ours, sum": ("harness.ragged:all_reduce_sum", {**AR, "grad": "sum"}),
     "ours, mean": ("harness.ragged:all_reduce_mean", {**AR, "op": "mean", "grad": "mean"}),
     "ours, identity": ("harness.ragged:all_reduce_identity", {**AR, "grad": "identity"}),
-    "in place, dense copy written back": ("tests.planted.all_reduces:in_place_dense", AR),
+    "in place, dense copy written back": ("tests.planted.family:in_place_dense", AR),
+    "ours, split": ("harness.ragged:split", {"collective": "split", "grad": "adjoint"}),
+    "ours, copy": ("harness.ragged:copy_to_region", {"collective": "copy", "grad": "sum"}),
 }
 
 
@@ -62,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         worlds = []
         for seed in range(args.seeds):
             report = check(pool, target, seed, values).report
-            found = [f for f in report.findings if f.property == prop]
+            found = [f for f in report.findings if f.property in prop.split("|")]
             worlds.append(found[0].case.world_size if found else None)
             print(f"{name} | seed {seed} | {found[0].case.describe() if found else 'not found'}", file=sys.stderr,
                   flush=True)
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         passed = sum(1 for seed in range(args.seeds) if check(pool, target, seed, values).report.verdict == "pass")
         met &= passed == args.seeds
         rows.append((name, "-", f"passed {passed}/{args.seeds}", "-"))
-    print(f"gather-harness all-reduce bug classes at the default budget (ci profile), seeds 0-{args.seeds - 1}: "
+    print(f"gather-harness all-reduce, split and copy bug classes at the default budget (ci profile), seeds 0-{args.seeds - 1}: "
           f"{'every target met' if met else 'TARGET MISSED'}")
     print((markdown_table if args.markdown else text_table)(("row", "property", "found", "shrunk to its smallest world"),
                                                             rows))

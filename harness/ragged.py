@@ -393,3 +393,53 @@ class _AllReduce(torch.autograd.Function):
         if ctx.grad == "identity":
             return cotangent.clone(memory_format=torch.contiguous_format), None, None, None
         return _summed(cotangent, ctx.grad, ctx.group), None, None, None
+
+
+# -- the replicated ones: split (scatter-to-region) and copy (copy-to-region) -------------------------
+
+
+def split(x: torch.Tensor, dim: int = 0, split_sizes: list[int] | None = None, *,
+          group: ProcessGroup | None = None) -> torch.Tensor:
+    """Rank r's slot of ``x`` (the same x on every rank): ``split_sizes[r]`` rows at
+    ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots), a fresh tensor.  The gradient is
+    the adjoint: every rank's cotangent gathered in rank order (Megatron's scatter-to-region)."""
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
+    world = dist.get_world_size(group)
+    sizes = _equal_slots(x.shape[dim], world) if split_sizes is None else [int(n) for n in split_sizes]
+    if len(sizes) != world or sum(sizes) != x.shape[dim]:
+        raise ValueError(f"split_sizes {sizes} should be {world} lengths adding up to x.shape[{dim}]={x.shape[dim]}")
+    return _Split.apply(x, dim % x.ndim, sizes, group)
+
+
+class _Split(torch.autograd.Function):
+    """Forward keeps this rank's slot; backward gathers the cotangents (the adjoint)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, sizes: list[int], group: ProcessGroup | None) -> torch.Tensor:
+        ctx.dim, ctx.group = dim, group
+        rank = dist.get_rank(group)
+        return x.narrow(dim, sum(sizes[:rank]), sizes[rank]).clone(memory_format=torch.contiguous_format)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        return all_gather_ragged(cotangent, ctx.dim, grad="local", group=ctx.group), None, None, None
+
+
+def copy_to_region(x: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
+    """``x`` itself forward (a fresh copy; the same x on every rank), the all-reduce (sum) of the
+    cotangents backward: Megatron's copy-to-region, where each rank's branch feeds one loss."""
+    return _CopyToRegion.apply(x, group)
+
+
+class _CopyToRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: ProcessGroup | None) -> torch.Tensor:
+        ctx.group = group
+        return x.clone()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _summed(cotangent, "sum", ctx.group), None

@@ -47,7 +47,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     every member's slot ``rank`` (rounded to the dtype: :func:`expected_reduction` has the
     bound a float sum is judged within).  An all-to-all: ``cat_dim`` of the rows each member
     sends ``rank``, in member order (a re-layout: the pieces of its scatter dim, concatenated
-    along the gather dim ``dim``).  An all-reduce: the reduction of every member's input.
+    along the gather dim ``dim``).  An all-reduce: the reduction of every member's input.  A split:
+    slot ``rank`` of x (the same on every member); a copy: x.
     ``companion``: of the companion inputs, the second call's.
     """
     if COLLECTIVES[case.collective].reduces:
@@ -55,6 +56,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
     if case.collective == "all-to-all":
         return torch.cat(received_rows(case, rank, companion=companion), dim=case.dim)
+    if COLLECTIVES[case.collective].replicated:  # the same x on every member: its slot, or all of it
+        return _reduced_part(input_values(case, rank, companion=companion), case, rank)
     inputs = [input_values(case, member, companion=companion) for member in case.members(rank)]
     return torch.stack(inputs) if OUTPUTS[case.output].stacked else torch.cat(inputs, dim=case.dim)
 
@@ -100,7 +103,7 @@ def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> tor
 
 
 def _reduced_part(values: torch.Tensor, case: Case, rank: int) -> torch.Tensor:
-    """What of a member's input goes into ``rank``'s result: its slot ``rank`` (a reduce-scatter), all of it."""
+    """What of a member's input goes into ``rank``'s result: its slot ``rank`` (a reduce-scatter, a split), or all of it."""
     if COLLECTIVES[case.collective].dimless:
         return values
     return values.narrow(case.dim, case.offset(rank), case.lengths[rank])
@@ -130,7 +133,7 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     if not 0 <= rank < case.world_size or case.idle(rank):
         raise ValueError(f"rank={rank} is out of range for W={case.world_size} or idle in groups={case.groups}")
     members = case.members(rank)
-    if case.collective == "reduce-scatter":
+    if COLLECTIVES[case.collective].slotted:  # a reduce-scatter's or a split's adjoint: the gather of C
         gathered = torch.cat([make_cotangent(case, r) for r in members], dim=case.dim)
         return _bounded(_parts(gathered).unsqueeze(0), len(members) if case.op == "mean" else 1, case.dtype)
     if case.collective == "all-to-all":
@@ -170,7 +173,8 @@ def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
     """Bool mask, ``expected.exact``'s shape: where ``got`` is within ``expected.bound``.
 
     Each part (real, imaginary) must be within the bound, or equal to the exact value (so
-    infinities match themselves); NaN is never within the bound unless the exact value is NaN.
+    infinities match themselves); NaN is never within the bound unless the exact value is NaN, and
+    a complex NaN (either part) matches any complex NaN.
     """
     if tuple(got.shape) != tuple(expected.exact.shape):
         raise ValueError(f"got.shape={tuple(got.shape)}, but should be {tuple(expected.exact.shape)}")
@@ -179,7 +183,10 @@ def within_bound(got: torch.Tensor, expected: ExpectedGrad) -> torch.Tensor:
     have, want = _parts(got.detach().cpu()), _parts(expected.exact)
     close = (have - want).abs() <= expected.bound.unsqueeze(-1)
     same = (have == want) | (have.isnan() & want.isnan())
-    return (close | same).all(-1)
+    # A complex NaN (a NaN in either part) is one value however its parts read: torch's complex
+    # arithmetic makes (0+nanj) + 0 nan+nanj where gloo, adding the parts, keeps 0+nanj.
+    complex_nan = have.isnan().any(-1) & want.isnan().any(-1) & bool(expected.exact.is_complex())
+    return (close | same).all(-1) | complex_nan
 
 
 def _slot(cotangent: torch.Tensor, case: Case, rank: int) -> torch.Tensor:

@@ -158,6 +158,12 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                       "all_reduce_raw reduces input_.contiguous(): a contiguous input is the caller's tensor, "
                       "written in place without moving its version counter (docs/findings/"
                       "inplace_all_reduce_silent_gradient.py)"),
+    "split_megatron_tensor_parallel": (("values",), lambda c: c.ranks[0].shape[-1] == 0 and c.world_size >= 2,
+                                       "a zero-length last dim: torch.split into 0-long pieces gives one piece, and "
+                                       "input_list[rank] is out of range"),
+    "copy_megatron": (("gradients",), lambda c: non_contiguous_cotangent(c) and c.world_size >= 2,
+                      "_reduce all-reduces grad_output.contiguous() and returns grad_output: a non-contiguous "
+                      "cotangent comes back unreduced"),
     # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
     "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
                               "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "

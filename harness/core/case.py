@@ -286,13 +286,13 @@ class Case:
 
     def input_shape(self, rank: int) -> tuple[int, ...]:
         """What rank ``rank`` holds: its spec's shape, or, in a reduce-scatter, every slot of its group."""
-        if self.collective == "reduce-scatter" and not self.idle(rank):
+        if COLLECTIVES[self.collective].slotted and not self.idle(rank):
             return self.gathered_shape(rank)
         return self.ranks[rank].shape
 
     def output_shape(self, rank: int) -> tuple[int, ...]:
         """What rank ``rank`` gets (its cotangent's shape)."""
-        if self.collective == "reduce-scatter" or COLLECTIVES[self.collective].dimless:
+        if COLLECTIVES[self.collective].slotted or COLLECTIVES[self.collective].dimless:
             return self.ranks[rank].shape
         if self.collective == "all-to-all":
             shape = list(self.ranks[rank].shape)
@@ -343,7 +343,7 @@ class Case:
         if self.world_group:
             head += " group=WORLD"
         grad = self.grad != "none"
-        slots = self.collective == "reduce-scatter"
+        slots = COLLECTIVES[self.collective].slotted
         ranks = [f"r{r} idle" if self.idle(r) else
                  f"r{r} {spec.describe(with_cotangent=grad, holds=self.input_shape(r) if slots else None)}"
                  for r, spec in enumerate(self.ranks)]
@@ -397,10 +397,13 @@ def make_input(
 
 def input_values(case: Case, rank: int, *, companion: bool = False) -> torch.Tensor:
     """Rank ``rank``'s input values, contiguous, in its shape: what a reference needs (a layout
-    changes no value).  Possibly kept for the next build (:func:`shared_values`): never to be written to."""
-    spec = case.ranks[rank]
+    changes no value); a replicated collective's are its group's first member's.  Possibly kept for
+    the next build (:func:`shared_values`): never to be written to."""
+    members = case.members(rank)
+    source = members[0] if COLLECTIVES[case.collective].replicated and members else rank
+    spec = case.ranks[source]
     shape = case.input_shape(rank)
-    values = shared_values(spec.values, torch_dtype(case.dtype), math.prod(shape), rank, spec.seed)
+    values = shared_values(spec.values, torch_dtype(case.dtype), math.prod(shape), source, spec.seed)
     if companion:
         values = companion_values(values, reduction=COLLECTIVES[case.collective].reduces)
     return values.reshape(shape)

@@ -362,6 +362,7 @@ _AGAIN = "the same call made again"
 def _contract_text(contract: str, collective: str = "gather") -> str:
     if contract == "adjoint":
         return {"reduce-scatter": "contract adjoint: the gather of every rank's C_r (÷W for a mean)",
+                "split": "contract adjoint: the gather of every rank's C_r",
                 "all-to-all": "contract adjoint: the reverse all-to-all of the cotangents"}.get(collective, contract)
     if COLLECTIVES[collective].dimless:  # every rank's cotangent is the result's shape: no slot
         return {"identity": "contract identity: C_r", "sum": "contract sum: Σ_s C_s",

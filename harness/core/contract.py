@@ -64,6 +64,11 @@ class Collective:
     #: A target may return nothing and leave the result in its input (``dist.all_reduce(x)``):
     #: that is read as its result, never as a write into the input.
     in_place: bool = False
+    #: Every member holds the same x (the group's first member's values, each rank its own layout):
+    #: Megatron's copy-to-region and scatter-to-region take a replicated activation.
+    replicated: bool = False
+    #: Rank r holds every slot of its group's result and gets slot r (a reduce-scatter, a split).
+    slotted: bool = False
 
     @property
     def reduces(self) -> bool:
@@ -77,13 +82,17 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                outputs=("tensor", "list", "stack", "first")),
     Collective("reduce-scatter", "slot r of the reduction over ranks of their x (slots: split_sizes, equal by "
                "default)", grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",),
-               ops=("sum", "mean", "max")),
+               ops=("sum", "mean", "max"), slotted=True),
     Collective("all-to-all", "from each rank s, in rank order, the rows s sends to r (input_split_sizes on s, "
                "output_split_sizes on r)", grads=("adjoint",), outputs=("tensor", "list", "first"),
                roles=("input_split_sizes", "output_split_sizes", "output_list", "scatter_dim")),
     Collective("all-reduce", "the reduction over ranks of their x (every member holds x of one shape)",
                grads=("identity", "sum", "mean"), outputs=("tensor", "first"), roles=("op",),
                ops=("sum", "mean", "max", "min"), dimless=True, in_place=True),
+    Collective("split", "slot r of x, the same x on every member (slots: split_sizes, equal by default)",
+               grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",), replicated=True, slotted=True),
+    Collective("copy", "x itself, the same x on every member (copy-to-region: identity forward, all-reduced "
+               "gradient)", grads=("sum",), outputs=("tensor", "first"), dimless=True, replicated=True),
 )}
 #: A gradient contract's name in another collective: a gather's ``local`` (each rank its own
 #: cotangent's slot) is an all-reduce's ``identity``.

@@ -262,7 +262,7 @@ def device_of(t: torch.Tensor) -> str:
 def split_sizes(case: Case, rank: int) -> dict[str, list[int]]:
     """The split-size arguments of ``rank`` by role: a reduce-scatter's slot lengths, an
     all-to-all's rows sent to and received from each member (``{}`` for a gather)."""
-    if case.collective == "reduce-scatter":
+    if COLLECTIVES[case.collective].slotted:
         return {"split_sizes": case.slot_sizes(rank)}
     if case.collective == "all-to-all":
         return {"input_split_sizes": list(case.ranks[rank].splits),

@@ -117,7 +117,7 @@ def _tag(finding: Finding) -> str:
 
 
 
-INTRO = ("Each catalogue variant (a published all_gather, reduce-scatter, all-to-all or all-reduce recipe) checked on real "
+INTRO = ("Each catalogue variant (a published collective: all_gather, reduce-scatter, all-to-all, all-reduce, split or copy) checked on real "
          "ranks against what its authors claim for it: the verdict on in-contract input, the properties that "
          "failed, the minimal case that fails them (numbered notes under each table) and the gradient it really "
          "has (de facto grad). Check your own gather next, written as it is (its contract's options: "

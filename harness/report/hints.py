@@ -35,6 +35,7 @@ DIFFERENTIABLE = "the target is differentiable ({why}) but --grad none checks no
 OFFERED_GATHER = "--grad sum (or local, mean; grad=\"sum\" from Python)"
 OFFERED_NEIGHBOUR = "--grad adjoint (grad=\"adjoint\" from Python: the reverse collective of the cotangents)"
 OFFERED_ALL_REDUCE = "--grad sum (or identity, mean; grad=\"sum\" from Python)"
+OFFERED_COPY = "--grad sum (grad=\"sum\" from Python: the all-reduce of the cotangents)"
 
 
 def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str, timeout_s: float) -> str:
@@ -47,7 +48,8 @@ def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str
     if (contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES
             or contract.op in ORDER_OPS and contract.kind.reduces):
         return ""  # a max or min has no gradient contract to offer
-    which = {"gather": OFFERED_GATHER, "all-reduce": OFFERED_ALL_REDUCE}.get(contract.collective, OFFERED_NEIGHBOUR)
+    which = {"gather": OFFERED_GATHER, "all-reduce": OFFERED_ALL_REDUCE,
+             "copy": OFFERED_COPY}.get(contract.collective, OFFERED_NEIGHBOUR)
     if convention.call.apply:
         return DIFFERENTIABLE.format(why="an autograd.Function", which=which)
     case = probe.probe_case(contract, contract.world_sizes[0], dtype, convention.output,

@@ -428,11 +428,14 @@ def _within(exact: bool, complex_: bool) -> tuple[str, ...]:
     """``within(what, got, dtype, want[, bound, when])``: how ``got`` differs from the exact
     ``want`` beyond ``bound``, or '' (a gradient, or a float reduction's result)."""
     have, want = ("torch.view_as_real(have)", "torch.view_as_real(want)") if complex_ else ("have", "want")
+    nan = f"({have}.isnan() & {want}.isnan())"  # NaN is NaN, as the harness judges values
     if exact:
-        good = f"{have} == {want}"
+        good = f"({have} == {want}) | {nan}"
     else:
         bound = "bound[..., None]" if complex_ else "bound"
-        good = f"(({have} - {want}).abs() <= {bound}) | ({have} == {want})"
+        good = f"(({have} - {want}).abs() <= {bound}) | ({have} == {want}) | {nan}"
+    # a complex NaN (either part) is one value however its parts read (harness.reference.within_bound)
+    complex_nan = f"({have}.isnan().any(-1) & {want}.isnan().any(-1))"
     return (
         f"def within(what, got, dtype, want{'' if exact else ', bound'}, when=''):  # '' when close enough",
         "    if not isinstance(got, torch.Tensor):",
@@ -441,7 +444,7 @@ def _within(exact: bool, complex_: bool) -> tuple[str, ...]:
         "        return (f'{what}{when} is {got.dtype} of shape {tuple(got.shape)} on {got.device}, expected '",
         "                f'{dtype} of shape {tuple(want.shape)} on {want.device}')",
         "    have, want = got.detach().cpu().to(want.dtype), want.cpu()  # compared in double precision",
-        f"    good = ({good}).all(-1)" if complex_ else f"    good = {good}",
+        f"    good = ({good}).all(-1) | {complex_nan}" if complex_ else f"    good = {good}",
         "    i = tuple((~good).nonzero()[0].tolist()) if not bool(good.all()) else None",
         "    return '' if i is None else f'{what}{list(i)}{when} = {got[i].item()!r}, expected {want[i].item()!r}'"
         + ("" if exact else " + f' (+-{float(bound[i]):.3g})'"),

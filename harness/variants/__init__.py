@@ -264,6 +264,13 @@ GATHERS: tuple[VariantSpec, ...] = (
         "reduce-scatters the cotangents along the last dim (sum).",
     ),
     VariantSpec(
+        "megatron_sequence_parallel",
+        "harness.variants.megatron:gather_from_sequence_parallel_region",
+        claim(ragged=False, dims="0", grad="sum"),
+        "Megatron-LM `gather_from_sequence_parallel_region` (`_gather_along_first_dim`; `use_global_buffer` and "
+        "`output_split_sizes` left out): gathers dim 0; backward reduce-scatters the cotangents (sum).",
+    ),
+    VariantSpec(
         "ours_sum",
         "harness.ragged:all_gather_ragged",
         claim(ragged=True, dims="any", grad="sum"),

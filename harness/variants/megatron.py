@@ -4,7 +4,8 @@
 ``split_tensor_along_last_dim`` from ``tensor_parallel/utils.py``.  Glue: the group lookup
 (``parallel_state``) becomes the ``group`` argument (the world when ``None``),
 ``torch.cuda.current_device()`` the input's device; ``symbolic`` (ONNX) and the global memory
-buffer are left out.
+buffer are left out.  One concern: one upstream file as written, kept in one module so that it reads
+as that file does, its seven mappings side by side.
 """
 
 from __future__ import annotations
@@ -406,3 +407,123 @@ class _ReduceFromModelParallelRegion(torch.autograd.Function):
 def reduce_from_tensor_model_parallel_region(input_: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """Megatron's public wrapper: "forward: all reduce, backward copy" (the ``identity`` contract)."""
     return _ReduceFromModelParallelRegion.apply(input_, _pg(group))
+
+
+def _split_along_first_dim(input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """``mappings.py`` ``_split_along_first_dim``, as written: this rank's equal piece of dim 0."""
+    assert group is not None, "group should not be None"
+
+    world_size = group.size()
+    # Bypass the function if we are using only 1 GPU.
+    if world_size == 1:
+        return input_
+
+    # Split along first dimension.
+    dim_size = input_.size()[0]
+    assert (
+        dim_size % world_size == 0
+    ), "First dimension of the tensor should be divisible by tensor parallel size"
+    local_dim_size = dim_size // world_size
+    rank = group.rank()
+    dim_offset = rank * local_dim_size
+
+    output = input_[dim_offset : dim_offset + local_dim_size].contiguous()
+
+    return output
+
+
+class _CopyToModelParallelRegion(torch.autograd.Function):
+    """Pass the input to the model parallel region."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        """Forward function."""
+        ctx.group = group
+        return input_
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Backward function."""
+        return _reduce(grad_output, ctx.group), None
+
+
+class _ScatterToModelParallelRegion(torch.autograd.Function):
+    """Split the input and keep only the corresponding chuck to the rank."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        """Forward function."""
+        ctx.group = group
+        return _split_along_last_dim(input_, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Backward function."""
+        return _gather_along_last_dim(grad_output, ctx.group), None
+
+
+class _ScatterToSequenceParallelRegion(torch.autograd.Function):
+    """Split the input and keep only the corresponding chuck to the rank."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        """Forward function."""
+        ctx.group = group
+        return _split_along_first_dim(input_, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Backward function."""
+        return _gather_along_first_dim(grad_output, ctx.group), None
+
+
+class _GatherFromSequenceParallelRegion(torch.autograd.Function):
+    """Gather the input from sequence parallel region and concatinate (``use_global_buffer`` left out)."""
+
+    @staticmethod
+    def forward(ctx: Any, input_: torch.Tensor, group: dist.ProcessGroup, tensor_parallel_output_grad: bool = True,
+                output_split_sizes: list[int] | None = None) -> torch.Tensor:
+        """Forward function."""
+        ctx.tensor_parallel_output_grad = tensor_parallel_output_grad
+        ctx.group = group
+        ctx.output_split_sizes = output_split_sizes
+        return _gather_along_first_dim(input_, group, output_split_sizes)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        """Backward function."""
+        tensor_parallel_output_grad = ctx.tensor_parallel_output_grad
+
+        # If the computation graph after the gather operation is
+        # in the tensor parallel mode, output gradients need to reduce
+        # scattered and whereas if the computation is duplicated,
+        # output gradients need to be scattered.
+        if tensor_parallel_output_grad:
+            return (_reduce_scatter_along_first_dim(grad_output, ctx.group, ctx.output_split_sizes), None, None, None)
+        else:
+            assert ctx.output_split_sizes is None
+            return (_split_along_first_dim(grad_output, ctx.group), None, None, None)
+
+
+def copy_to_tensor_model_parallel_region(input_: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: copy, backward allreduce" (the copy's ``sum`` contract)."""
+    return _CopyToModelParallelRegion.apply(input_, _pg(group))
+
+
+def scatter_to_tensor_model_parallel_region(input_: torch.Tensor,
+                                            group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: RS, backward: AG <last dim>" (a split of the last dim, adjoint)."""
+    return _ScatterToModelParallelRegion.apply(input_, _pg(group))
+
+
+def scatter_to_sequence_parallel_region(input_: torch.Tensor,
+                                        group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: split <first dim>, backward: AG <first dim>"."""
+    return _ScatterToSequenceParallelRegion.apply(input_, _pg(group))
+
+
+def gather_from_sequence_parallel_region(input_: torch.Tensor, tensor_parallel_output_grad: bool = True,
+                                         group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Megatron's public wrapper: "forward: AG, backward: RS <first dim>" (``sum``; ``local`` with
+    ``tensor_parallel_output_grad=False``, whose backward splits)."""
+    return _GatherFromSequenceParallelRegion.apply(input_, _pg(group), tensor_parallel_output_grad)

@@ -1,4 +1,4 @@
-"""The catalogue's reduce-scatter, all-to-all (re-layouts included) and all-reduce entries, as their authors claim them.
+"""The catalogue's reduce-scatter, all-to-all (re-layouts included), all-reduce, split and copy entries, as their authors claim them.
 
 Data only, like :mod:`harness.variants`, which lists them after the gathers.
 """
@@ -12,6 +12,7 @@ from harness.variants.specs import (
     VariantSpec,
     all_reduce_claim,
     all_to_all_claim,
+    claim,
     reduce_scatter_claim,
     relayout_claim,
 )
@@ -267,5 +268,39 @@ NEIGHBOURS: tuple[VariantSpec, ...] = (
         all_reduce_claim(grad="identity"),
         "flash-attention `all_reduce = AllReduceFunc.apply` (`flash_attn/utils/distributed.py`): "
         "`all_reduce_raw` on `input_.contiguous()`, identity backward (flash-attention #1244).",
+    ),
+    VariantSpec(
+        "split_ours",
+        "harness.ragged:split",
+        claim(ragged=True, dims="any", grad="adjoint", collective="split"),
+        "`harness.ragged.split(x, dim, split_sizes)`: this rank's slot of the replicated x, a fresh tensor; "
+        "backward gathers the cotangents (the adjoint). Ragged slots, any dim.",
+    ),
+    VariantSpec(
+        "split_megatron_tensor_parallel",
+        "harness.variants.megatron:scatter_to_tensor_model_parallel_region",
+        claim(ragged=False, dims="-1", grad="adjoint", collective="split"),
+        "Megatron-LM `scatter_to_tensor_model_parallel_region` (`_split_along_last_dim`, backward "
+        "`_gather_along_last_dim`): equal pieces of the last dim.",
+    ),
+    VariantSpec(
+        "split_megatron_sequence_parallel",
+        "harness.variants.megatron:scatter_to_sequence_parallel_region",
+        claim(ragged=False, dims="0", grad="adjoint", collective="split"),
+        "Megatron-LM `scatter_to_sequence_parallel_region` (`_split_along_first_dim`, backward "
+        "`_gather_along_first_dim`): equal pieces of dim 0.",
+    ),
+    VariantSpec(
+        "copy_ours",
+        "harness.ragged:copy_to_region",
+        claim(ragged=False, dims="any", grad="sum", collective="copy"),
+        "`harness.ragged.copy_to_region(x)`: a copy forward, the all-reduce of the cotangents backward.",
+    ),
+    VariantSpec(
+        "copy_megatron",
+        "harness.variants.megatron:copy_to_tensor_model_parallel_region",
+        claim(ragged=False, dims="any", grad="sum", collective="copy"),
+        "Megatron-LM `copy_to_tensor_model_parallel_region`: `return input_` forward, `_reduce(grad_output)` "
+        "backward (`all_reduce(grad.contiguous())`, then `return grad`).",
     ),
 )

@@ -1,8 +1,9 @@
-"""Planted bugs in all-reduces: each breaks one thing a real one gets wrong (``tests/test_all_reduce.py``).
+"""Planted bugs in all-reduces, splits and copies: each breaks one thing a real one gets wrong
+(``tests/test_family.py``, ``benchmarks/family.py``).
 
-Each is :mod:`harness.ragged`'s correct :func:`~harness.ragged.all_reduce` with one mistake, or a
-form as published code writes it (``dist.all_reduce(x)`` in place, Megatron's reduce-from-region
-writing its input) with a correct twin.
+Each is :mod:`harness.ragged`'s correct implementation with one mistake, or a form as published
+code writes it (``dist.all_reduce(x)`` in place, Megatron's reduce-from-region writing its input)
+with a correct twin.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.ragged import all_reduce
+from harness.ragged import all_reduce, copy_to_region, split
 
 
 class _Backward(torch.autograd.Function):
@@ -96,3 +97,59 @@ def funcol_style(x: torch.Tensor, reduceOp: str, group: Any = None) -> torch.Ten
     if op in ("max", "min"):
         return all_reduce(x, op=op, group=group)
     return all_reduce(x, op=op, grad="mean" if op == "mean" else "sum", group=group)
+
+
+class _SplitOwnGrad(torch.autograd.Function):
+    """A correct split forward whose backward puts this rank's cotangent in its slot and zeros
+    elsewhere: the gradient skips the gather of the other ranks' cotangents."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, sizes: list[int], group: Any) -> torch.Tensor:
+        ctx.dim, ctx.sizes, ctx.rank = dim, sizes, dist.get_rank(group)
+        with torch.no_grad():
+            return split(x, dim, sizes, group=group)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        pieces = [cotangent if r == ctx.rank else cotangent.new_zeros(_with_length(cotangent, ctx.dim, n))
+                  for r, n in enumerate(ctx.sizes)]
+        return torch.cat(pieces, dim=ctx.dim), None, None, None
+
+
+def _with_length(t: torch.Tensor, dim: int, n: int) -> list[int]:
+    shape = list(t.shape)
+    shape[dim] = n
+    return shape
+
+
+def split_backward_not_gathering(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    """A split whose backward does not gather the cotangents (right at W=1)."""
+    return _SplitOwnGrad.apply(x, dim, split_sizes, group)
+
+
+def split_by_global_rank(x: torch.Tensor, dim: int, split_sizes: list[int], group: Any = None) -> torch.Tensor:
+    """Keeps the slot of the *global* rank: right on the world group, wrong in a subgroup."""
+    rank = dist.get_rank()  # the bug: the group's rank is dist.get_rank(group)
+    return x.narrow(dim, sum(split_sizes[:rank]), split_sizes[rank]).clone()
+
+
+class _CopyNoReduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> torch.Tensor:
+        return cotangent
+
+
+def copy_without_all_reduce(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Copy-to-region whose backward forgets the all-reduce (right at W=1)."""
+    return _CopyNoReduce.apply(x)
+
+
+def copy_summing_twice(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Copy-to-region as ours, applied twice in a row: the cotangents all-reduced twice (W times too
+    large at W >= 2)."""
+    return copy_to_region(copy_to_region(x, group), group)
+

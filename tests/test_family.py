@@ -1,5 +1,5 @@
 """The all-reduce through the same harness: the reference in one process, the contract's refusals,
-the planted bugs of ``tests/planted/all_reduces.py`` found and shrunk, correct ones passing, and the
+the planted bugs of ``tests.planted.family.py`` found and shrunk, correct ones passing, and the
 call as published code makes it (in place, the reduction by name, funcol's ``self`` parameter)."""
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def test_the_reduction_is_bound_by_name_as_a_reduce_op_or_as_funcols_string() ->
 
 
 def search(pool, name: str, **contract: object):
-    report = run_check(f"tests.planted.all_reduces:{name}", Contract(**AR, **contract), max_examples=BUDGET,
+    contract = {**AR, **contract}
+    report = run_check(f"tests.planted.family:{name}", Contract(**contract), max_examples=BUDGET,
                        timeout_s=TIMEOUT_S, pool=pool, shrink_budget_s=SHRINK_BUDGET_S)
     assert report.verdict == "fail", f"{name}: no counterexample in {report.examples} examples"
     return {finding.property: finding for finding in report.findings}
@@ -107,6 +108,36 @@ def test_a_planted_all_reduce_bug_is_found_and_shrunk_to_its_smallest_world(pool
     assert findings[prop].case.world_size == world, findings[prop].case.describe()
 
 
+SPLIT = {"collective": "split"}
+COPY = {"collective": "copy"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "contract", "prop", "world"), [
+    ("split_backward_not_gathering", {**SPLIT, "grad": "adjoint"}, "gradients", 2),
+    ("split_by_global_rank", {**SPLIT, "groups": True}, ("values", "shape"), 2),  # the other slot's length
+    ("copy_without_all_reduce", {**COPY, "grad": "sum"}, "gradients", 2),
+    ("copy_summing_twice", {**COPY, "grad": "sum"}, "gradients", 2),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_split_or_copy_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop,
+                                                                              world) -> None:
+    findings = search(pool, name, **contract)
+    found = [findings[p] for p in ((prop,) if isinstance(prop, str) else prop) if p in findings]
+    assert found, f"{name}: found {sorted(findings)}"
+    assert found[0].case.world_size == world, found[0].case.describe()
+
+
+def test_a_split_or_copy_rank_gets_its_slot_of_the_one_x_every_member_holds() -> None:
+    from harness.core.case import input_values
+
+    split = Case(ranks=(RankSpec((1, 2), values="normal", seed=1), RankSpec((2, 2), values="normal", seed=1)),
+                 collective="split", grad="adjoint")
+    assert torch.equal(input_values(split, 0), input_values(split, 1))  # replicated: rank 0's values
+    torch.testing.assert_close(expected_output(split, 1), input_values(split, 0)[1:])
+    copy = Case(ranks=(RankSpec((3,), values="normal", seed=1),) * 2, collective="copy", grad="sum")
+    torch.testing.assert_close(expected_output(copy, 1), input_values(copy, 0))
+
+
 @pytest.mark.slow
 def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     findings = search(pool, "double_counted_backward", grad="identity")
@@ -119,12 +150,14 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:all_reduce_mean", {"op": "mean", "grad": "mean"}),
     ("harness.ragged:all_reduce_identity", {"grad": "identity"}),
     ("harness.ragged:all_reduce_min", {"op": "min"}),
-    ("tests.planted.all_reduces:in_place_dense", {"groups": True}),
-    ("tests.planted.all_reduces:funcol_style", {"op": "avg", "grad": "mean"}),
-    ("tests.planted.all_reduces:identity_backward", {"grad": "identity"}),
+    ("tests.planted.family:in_place_dense", {"groups": True}),
+    ("tests.planted.family:funcol_style", {"op": "avg", "grad": "mean"}),
+    ("tests.planted.family:identity_backward", {"grad": "identity"}),
+    ("harness.ragged:split", {**SPLIT, "grad": "adjoint", "groups": True}),
+    ("harness.ragged:copy_to_region", {**COPY, "grad": "sum", "groups": True}),
 ])
-def test_correct_all_reduces_pass(pool, target: str, contract: dict) -> None:
-    report = run_check(target, Contract(**AR, **contract), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
+def test_correct_ones_pass(pool, target: str, contract: dict) -> None:
+    report = run_check(target, Contract(**{**AR, **contract}), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding_message(finding) for finding in report.findings)
     assert report.examples >= BUDGET
 
@@ -139,7 +172,7 @@ def test_a_write_into_the_callers_tensor_is_told_with_what_it_does_to_gradients(
 @pytest.mark.slow
 @pytest.mark.parametrize(("target", "error", "words"), [
     ("harness.ragged:all_reduce_sum", UsageError, "--collective all-reduce"),
-    ("tests.planted.all_reduces:in_place", Misfit, "--collective all-reduce"),
+    ("tests.planted.family:in_place", Misfit, "--collective all-reduce"),
 ])
 def test_an_all_reduce_checked_as_a_gather_is_exit_2_naming_the_collective(pool, target, error, words) -> None:
     with pytest.raises(error, match=words):
