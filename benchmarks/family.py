@@ -11,7 +11,8 @@ profile's 100 examples, no example database, one shared pool).  The bug classes 
 all-reduce's contracts exist for: an identity backward where ``sum`` is claimed, a sum counted twice,
 an average without its 1/W, the global rank inside a subgroup, an in-place result that never reaches
 x, a split's backward that does not gather, a split by the global rank, a copy's backward without
-its all-reduce, or with two.
+its all-reduce, a broadcast's backward not reduced to the source, a broadcast telling its source by the
+group rank.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
         "tests.planted.family:split_by_global_rank", {"collective": "split", "groups": True}, "values|shape", 2),
     "copy backward without its all-reduce": (
         "tests.planted.family:copy_without_all_reduce", {"collective": "copy", "grad": "sum"}, "gradients", 2),
+    "broadcast backward not reduced to the source": (
+        "tests.planted.family:broadcast_backward_not_reduced", {"collective": "broadcast", "grad": "sum"},
+        "gradients", 2),
+    "broadcast source told by the group rank": (
+        "tests.planted.family:broadcast_source_by_group_rank", {"collective": "broadcast", "grad": "sum",
+                                                                "groups": True}, "gradients", 2),
 }
 CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "ours, sum": ("harness.ragged:all_reduce_sum", {**AR, "grad": "sum"}),
@@ -58,6 +65,7 @@ CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "in place, dense copy written back": ("tests.planted.family:in_place_dense", AR),
     "ours, split": ("harness.ragged:split", {"collective": "split", "grad": "adjoint"}),
     "ours, copy": ("harness.ragged:copy_to_region", {"collective": "copy", "grad": "sum"}),
+    "ours, broadcast": ("harness.ragged:broadcast", {"collective": "broadcast", "grad": "sum"}),
 }
 
 
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         passed = sum(1 for seed in range(args.seeds) if check(pool, target, seed, values).report.verdict == "pass")
         met &= passed == args.seeds
         rows.append((name, "-", f"passed {passed}/{args.seeds}", "-"))
-    print(f"gather-harness all-reduce, split and copy bug classes at the default budget (ci profile), seeds 0-{args.seeds - 1}: "
+    print(f"gather-harness all-reduce, split, copy and broadcast bug classes at the default budget (ci profile), seeds 0-{args.seeds - 1}: "
           f"{'every target met' if met else 'TARGET MISSED'}")
     print((markdown_table if args.markdown else text_table)(("row", "property", "found", "shrunk to its smallest world"),
                                                             rows))

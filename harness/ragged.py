@@ -1,4 +1,4 @@
-"""Our own ragged all_gather: any dim, any gloo dtype, a chosen gradient contract.
+"""Our own collectives: the ragged all_gather (any dim, any gloo dtype, a chosen gradient contract) and the family.
 
 Forward: one shape exchange and one data collective (every rank's tensor zero-padded to the
 longest length and gathered, then the valid rows selected in rank order).  Backward: ``sum`` and
@@ -7,7 +7,9 @@ modified and every result is a fresh tensor.
 
 Complex tensors travel as their real view (exact: the same bytes, and a complex sum is the sum of
 the parts), because gloo's ``reduce_scatter`` rejects complex in older torch; this code runs in
-users' processes, so it asks no probe nor torch version.
+users' processes, so it asks no probe nor torch version.  One concern: our own correct version of
+each collective the harness checks (gather, reduce-scatter, all-to-all, all-reduce, split, copy,
+broadcast), the reference designs of the catalogue, sharing their helpers.
 """
 
 from __future__ import annotations
@@ -443,3 +445,29 @@ class _CopyToRegion(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None]:
         return _summed(cotangent, "sum", ctx.group), None
+
+
+# -- broadcast -----------------------------------------------------------------------------------------
+
+
+def broadcast(x: torch.Tensor, src: int = 0, group: ProcessGroup | None = None) -> torch.Tensor:
+    """Every rank gets the x of ``src`` (a global rank, as in ``dist.broadcast``), as a fresh tensor;
+    ``x`` is never written.  The gradient goes to the source: grad x_src = the sum of every rank's
+    cotangent, zero on the other ranks (each rank's loss uses the result)."""
+    return _Broadcast.apply(x, src, group)
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, src: int, group: ProcessGroup | None) -> torch.Tensor:
+        ctx.source = dist.get_rank() == src
+        ctx.group = group
+        out = x.clone(memory_format=torch.contiguous_format)
+        dist.broadcast(_real(out), src, group=group)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        summed = _summed(cotangent, "sum", ctx.group)
+        return (summed if ctx.source else torch.zeros_like(summed)), None, None

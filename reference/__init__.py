@@ -56,6 +56,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
     if case.collective == "all-to-all":
         return torch.cat(received_rows(case, rank, companion=companion), dim=case.dim)
+    if COLLECTIVES[case.collective].rooted:  # the source's x
+        return input_values(case, case.members(rank)[case.root], companion=companion)
     if COLLECTIVES[case.collective].replicated:  # the same x on every member: its slot, or all of it
         return _reduced_part(input_values(case, rank, companion=companion), case, rank)
     inputs = [input_values(case, member, companion=companion) for member in case.members(rank)]
@@ -141,6 +143,8 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
                                                              case.sent_rows(rank, r))
                               for r in members], dim=case.split_axis)
         return _bounded(_parts(returned).unsqueeze(0), 1, case.dtype)
+    if COLLECTIVES[case.collective].rooted and rank != members[case.root]:  # only the source's x is read
+        return _bounded(torch.zeros_like(_parts(make_cotangent(case, rank))).unsqueeze(0), 1, case.dtype)
     senders = [rank] if contract in ("local", "identity") else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
     terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])

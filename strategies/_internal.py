@@ -270,9 +270,18 @@ def as_collective(case: Case, contract: Contract) -> Case:
         return _relaid(case, contract)
     if contract.collective == "all-to-all":
         ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
+    case = dataclasses.replace(case, groups=_with_a_source(case, contract.src))
     if contract.kind.dimless:
         ranks = tuple(_shaped_as_its_group(case, r) for r in range(case.world_size))
-    return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op)
+    return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op, root=contract.src)
+
+
+def _with_a_source(case: Case, src: int) -> tuple[tuple[int, ...], ...]:
+    """The case's groups that have a member ``src`` (a broadcast's source; the others' ranks idle), or
+    the world as one group where none has (the contract keeps the world larger than ``src``)."""
+    if not src or not case.groups:
+        return case.groups
+    return tuple(group for group in case.groups if len(group) > src) or (tuple(range(case.world_size)),)
 
 
 def _shaped_as_its_group(case: Case, rank: int) -> RankSpec:

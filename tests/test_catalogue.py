@@ -164,6 +164,14 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
     "copy_megatron": (("gradients",), lambda c: non_contiguous_cotangent(c) and c.world_size >= 2,
                       "_reduce all-reduces grad_output.contiguous() and returns grad_output: a non-contiguous "
                       "cotangent comes back unreduced"),
+    "bcast_c10d": (("values",), lambda c: non_contiguous_input(c) and c.world_size >= 2,
+                   "gloo's broadcast writes by storage order: a rank whose x is laid out differently, or not "
+                   "dense, gets the source's values in the wrong places (pytorch#192920)"),
+    "bcast_nn": (("values", "gradients"), lambda c: group_not_leading_ranks(c) or input_layouts_differ(c)
+                 or non_contiguous_cotangent(c),
+                 "its forward broadcasts x.clone() and its backward reduces the cotangent, both by storage order on "
+                 "gloo (pytorch#192920); on a subgroup the backward zeroes the source's gradient where the global "
+                 "src differs from the group rank (the pytorch#130515 / #190583 family)"),
     # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
     "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
                               "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "

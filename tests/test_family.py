@@ -66,7 +66,7 @@ def test_an_all_reduce_contract_refuses_what_has_no_meaning_naming_what_fits() -
         Contract(**AR, op="min", grad="sum")
     assert Contract(**AR, op="avg").op == "mean"  # torch's name
     assert Contract(**AR).describe().startswith("all-reduce(sum) grad=none")
-    with pytest.raises(ValueError, match="every member of an all-reduce holds one shape"):
+    with pytest.raises(ValueError, match="in a all-reduce every member holds one shape"):
         Case(ranks=(RankSpec((2,)), RankSpec((3,))), collective="all-reduce")
 
 
@@ -110,6 +110,7 @@ def test_a_planted_all_reduce_bug_is_found_and_shrunk_to_its_smallest_world(pool
 
 SPLIT = {"collective": "split"}
 COPY = {"collective": "copy"}
+BCAST = {"collective": "broadcast"}
 
 
 @pytest.mark.slow
@@ -118,6 +119,9 @@ COPY = {"collective": "copy"}
     ("split_by_global_rank", {**SPLIT, "groups": True}, ("values", "shape"), 2),  # the other slot's length
     ("copy_without_all_reduce", {**COPY, "grad": "sum"}, "gradients", 2),
     ("copy_summing_twice", {**COPY, "grad": "sum"}, "gradients", 2),
+    ("broadcast_backward_not_reduced", {**BCAST, "grad": "sum"}, "gradients", 2),
+    ("broadcast_backward_everywhere", {**BCAST, "grad": "sum"}, "gradients", 2),
+    ("broadcast_source_by_group_rank", {**BCAST, "grad": "sum", "groups": True}, "gradients", 2),
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_a_planted_split_or_copy_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop,
                                                                               world) -> None:
@@ -125,6 +129,22 @@ def test_a_planted_split_or_copy_bug_is_found_and_shrunk_to_its_smallest_world(p
     found = [findings[p] for p in ((prop,) if isinstance(prop, str) else prop) if p in findings]
     assert found, f"{name}: found {sorted(findings)}"
     assert found[0].case.world_size == world, found[0].case.describe()
+
+
+def test_a_broadcast_gives_the_sources_x_and_its_gradient_to_the_source_alone() -> None:
+    from harness.core.case import input_values, make_cotangent
+
+    case = Case(ranks=tuple(RankSpec((2,), values="normal", seed=4) for _ in range(4)), collective="broadcast",
+                grad="sum", root=1, groups=((0, 2), (1, 3)))
+    assert torch.equal(expected_output(case, 0), input_values(case, 2))  # group {0,2}: its rank 1 is global 2
+    assert torch.equal(expected_output(case, 1), input_values(case, 3))
+    summed = make_cotangent(case, 0).double() + make_cotangent(case, 2).double()
+    assert bool(within_bound(summed, expected_grad(case, 2, "sum")).all())
+    assert bool(within_bound(torch.zeros(2, dtype=torch.float64), expected_grad(case, 0, "sum")).all())
+    with pytest.raises(ValueError, match="root=2"):
+        Case(ranks=(RankSpec((2,)),) * 2, collective="broadcast", root=2)
+    with pytest.raises(UsageError, match="--world-sizes 3-4"):
+        Contract(collective="broadcast", src=2, world_sizes=(1, 4))
 
 
 def test_a_split_or_copy_rank_gets_its_slot_of_the_one_x_every_member_holds() -> None:
@@ -155,6 +175,9 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("tests.planted.family:identity_backward", {"grad": "identity"}),
     ("harness.ragged:split", {**SPLIT, "grad": "adjoint", "groups": True}),
     ("harness.ragged:copy_to_region", {**COPY, "grad": "sum", "groups": True}),
+    ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "groups": True}),
+    ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "src": 2, "world_sizes": (3, 4)}),
+    ("torch.distributed._functional_collectives:broadcast", {**BCAST, "src_rank": "group", "groups": True}),
 ])
 def test_correct_ones_pass(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**{**AR, **contract}), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)

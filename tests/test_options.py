@@ -146,6 +146,8 @@ def test_command_line_leaves_out_defaults_and_output() -> None:
 NOT_THE_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
     "collective": ("reduce-scatter", {}),
     "op": ("max", {"collective": "reduce-scatter"}),
+    "src": (1, {"collective": "broadcast", "world_sizes": (2, 3)}),
+    "src_rank": ("group", {"collective": "broadcast"}),
     "ragged": (False, {}),
     "dims": ("-1", {}),
     "scatter_dim": ("2", {"collective": "all-to-all", "gather_dim": "1"}),

@@ -195,6 +195,8 @@ class _Planner:
         for parameter in rest:
             if roles.get(parameter.name) == "op" and _names_a_reduction(parameter):
                 roles[parameter.name] = "op_name"
+            if roles.get(parameter.name) == "src" and parameter.name == "group_src":  # c10d's group-rank spelling
+                roles[parameter.name] = "src_group"
         names = {p.name for p in rest}
         for key, _ in self.kwargs:
             if key == first.name:
@@ -341,7 +343,8 @@ _LEADING_ROLES = ("group", "rank", "world_size", "output_list")
 _ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_size": "the world size",
               "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
               "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
-              "scatter_dim": "a re-layout's scatter dim", "op": "the reduction", "op_name": "the reduction"}
+              "scatter_dim": "a re-layout's scatter dim", "op": "the reduction", "op_name": "the reduction",
+              "src": "the source", "src_group": "the source"}
 
 
 def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
@@ -363,4 +366,6 @@ _ROLE_SOURCE = {
     "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
     "op": "--op, as a ReduceOp",
     "op_name": "--op, as funcol's string ('sum', 'avg', 'max', 'min')",
+    "src": "--src, the source's group rank, passed as its global rank (--src-rank group: as the group rank)",
+    "src_group": "--src, the source's rank in the group passed",
 }

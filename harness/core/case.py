@@ -110,6 +110,8 @@ class Case:
     collective: str = "gather"
     op: str = "sum"
     scatter_dim: int | None = None
+    #: A broadcast's source, as a rank in each group (the group's member at that place).
+    root: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks", tuple(self.ranks))
@@ -143,11 +145,14 @@ class Case:
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
         self._check_relayout()
+        if self.root and (not kind.rooted or any(len(group) <= self.root for group in self.layout())):
+            raise ValueError(f"root={self.root}: only a broadcast has a source, a rank of every group "
+                             f"(groups {self.layout()})")
         if kind.dimless:
             for r, spec in enumerate(self.ranks):
                 first = self.ranks[self.members(r)[0]] if self.members(r) else spec
                 if spec.shape != first.shape:
-                    raise ValueError(f"rank {r} shape {spec.shape}: every member of an {self.collective} holds one "
+                    raise ValueError(f"rank {r} shape {spec.shape}: in a {self.collective} every member holds one "
                                      f"shape, as rank {self.members(r)[0]} does: {first.shape}")
         for r, spec in enumerate(self.ranks):
             members = self.members(r)
@@ -237,6 +242,8 @@ class Case:
         groups = tuple(group for group in (tuple(m - (m > rank) for m in g if m != rank) for g in self.groups) if group)
         if self.groups and not groups:
             return None
+        if any(len(group) <= self.root for group in groups or (range(self.world_size - 1),)):
+            return None  # a broadcast's source would be gone from a group
         ranks = [self._not_sending_to(sender, rank) for sender in range(self.world_size)]
         return replace(self, ranks=tuple(ranks[:rank] + ranks[rank + 1:]), groups=groups)
 
@@ -336,6 +343,8 @@ class Case:
         if self.collective != "gather":
             reduces = COLLECTIVES[self.collective].reduces
             head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"
+        if COLLECTIVES[self.collective].rooted:
+            head = head.replace(self.collective, f"{self.collective}(src={self.root})", 1)
         if self.output != "tensor":
             head += f" output={self.output}"
         if self.groups:
@@ -356,7 +365,7 @@ class Case:
         """The case as plain data; later fields only when not their defaults, so older cases read
         (and hash, as the sampled stability calls do) as they always did."""
         data = asdict(self)
-        for name in ("world_group", "collective", "op", "scatter_dim"):
+        for name in ("world_group", "collective", "op", "scatter_dim", "root"):
             if data[name] == Case.__dataclass_fields__[name].default:
                 del data[name]
         for spec in data["ranks"]:

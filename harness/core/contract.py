@@ -69,6 +69,8 @@ class Collective:
     replicated: bool = False
     #: Rank r holds every slot of its group's result and gets slot r (a reduce-scatter, a split).
     slotted: bool = False
+    #: One member, the source (``--src``, a group rank), decides every member's result (a broadcast).
+    rooted: bool = False
 
     @property
     def reduces(self) -> bool:
@@ -93,7 +95,12 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",), replicated=True, slotted=True),
     Collective("copy", "x itself, the same x on every member (copy-to-region: identity forward, all-reduced "
                "gradient)", grads=("sum",), outputs=("tensor", "first"), dimless=True, replicated=True),
+    Collective("broadcast", "x of the source, group rank --src (every member holds x of one shape)",
+               grads=("sum",), outputs=("tensor", "first"), roles=("src",), dimless=True, in_place=True, rooted=True),
 )}
+#: How a target takes its source (``--src-rank``): as a global rank (c10d's ``dist.broadcast(x, src)``,
+#: ``torch.distributed.nn.functional.broadcast``) or as a rank in the group (funcol's ``broadcast``).
+SRC_RANKS: tuple[str, ...] = ("global", "group")
 #: A gradient contract's name in another collective: a gather's ``local`` (each rank its own
 #: cotangent's slot) is an all-reduce's ``identity``.
 SAME_GRADIENT: dict[str, str] = {"local": "identity", "identity": "local"}
@@ -220,6 +227,8 @@ class Contract:
     gather_dim: str = ""
     ndims: tuple[int, int] | None = None
     compile: bool = False
+    src: int = 0
+    src_rank: str = "global"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", OP_ALIASES.get(self.op, self.op))
@@ -239,6 +248,8 @@ class Contract:
         object.__setattr__(self, "dims", self.dims if self.dims == "any" else str(int(self.dims)))
         if self.kind.dimless:
             self._check_dimless()
+        object.__setattr__(self, "src", int(self.src))
+        self._check_rooted()
         if self.ndim_range is None:
             raise UsageError(f"--dims {self.dims} --ndims {'-'.join(map(str, self.ndims or NDIMS))}: no input of those "
                              f"dims has dim {self.dims}")
@@ -283,6 +294,18 @@ class Contract:
         if unfit:
             raise UsageError(f"--dtypes: {self.op} is not defined for {', '.join(unfit)}; use some of "
                              f"{', '.join(allowed)}")
+
+    def _check_rooted(self) -> None:
+        if not self.kind.rooted:
+            if self.src != 0:
+                raise UsageError(f"--src {self.src}: {self.collective} has no source; --src is for a broadcast")
+            return
+        if self.src_rank not in SRC_RANKS:
+            raise UsageError(f"--src-rank: expected global or group, got {self.src_rank!r}")
+        if not 0 <= int(self.src) < self.world_sizes[0]:
+            raise UsageError(f"--src {self.src}: the source is a group rank, and every world drawn needs it: "
+                             f"give --world-sizes {int(self.src) + 1}-{max(self.world_sizes[1], int(self.src) + 1)} "
+                             f"or a --src below {self.world_sizes[0]}")
 
     def _check_dimless(self) -> None:
         """An all-reduce's inputs agree in shape and no dim is involved: drawn at dim 0, equal shapes."""
@@ -412,6 +435,8 @@ class Contract:
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
         extra += " compiled" if self.compile else ""
+        extra += f" src={self.src}" + (" (group rank passed)" if self.src_rank == "group" else "") if self.kind.rooted \
+            else ""
         dims = "" if self.relayout or self.kind.dimless else f" dims={self.dims}"
         shapes = "" if self.kind.dimless else f"{ragged}"
         return f"{self.collective_text()}{shapes}{dims} grad={self.grad} dtypes={dtypes}{extra}".replace("  ", " ")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -33,6 +33,7 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "output_list": ("output_tensor_list", "output_list", "out_tensor_list", "output_tensors", "out_list"),
     "scatter_dim": ("scatter_dim", "scatter_idx", "split_dim"),
     "op": ("op", "reduceOp", "reduce_op", "reduction"),
+    "src": ("src", "root", "src_rank", "source", "group_src"),
 }
 #: A reduction's name in torch's two spellings: ``ReduceOp``'s member (role ``op``) and the string
 #: the functional collectives take (role ``op_name``, a parameter annotated or defaulting to ``str``).
@@ -136,19 +137,28 @@ class Call:
                 tuple(pair for pair in self.keywords if self._passes(pair[1], pass_group)))
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
-               sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None, op: str = "sum") -> Any:
+               sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None, op: str = "sum",
+               root: int = 0) -> Any:
         """Call ``target`` on ``x`` this way; ``group`` ``None`` is the world group, ``sizes`` the
-        case's split sizes for this rank by role (a fresh list per call), ``op`` its reduction."""
+        case's split sizes for this rank by role (a fresh list per call), ``op`` its reduction,
+        ``root`` a broadcast's source as a group rank."""
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
-        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim, op)
+        values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim, op, root)
         split = dim if scatter_dim is None else scatter_dim
         first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
         args, kwargs = self.arguments(first, values.get, pass_group)
         function = compiled(target, self.apply) if self.compiled else target.apply if self.apply else target
         result = function(*args, **kwargs)
         return values.outputs if result is None and values.outputs is not None else result  # filled, not returned
+
+    def with_group_source(self) -> Call:
+        """This call passing a broadcast's source as the rank in the group (``--src-rank group``)."""
+        def renamed(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+            return tuple((parameter, "src_group" if role == "src" else role) for parameter, role in pairs)
+        return replace(self, positional=renamed(self.positional), keywords=renamed(self.keywords),
+                       leading=renamed(self.leading))
 
     def _passes(self, role: str, pass_group: bool) -> bool:
         return role != "group" or pass_group or not self.group_optional
@@ -176,8 +186,10 @@ class _Values:
     """The value of each role for one call; rank and size are asked of torch only when passed."""
 
     def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
-                 x: torch.Tensor | None = None, scatter_dim: int | None = None, op: str = "sum") -> None:
+                 x: torch.Tensor | None = None, scatter_dim: int | None = None, op: str = "sum", root: int = 0) -> None:
         self.dim, self.group, self.fixed, self.sizes, self.x, self.op = dim, group, fixed, sizes, x, op
+        #: A broadcast's source as a group rank, and the group it is a rank of (passed or not).
+        self.root, self.source_group = root, group
         self.scatter_dim = dim if scatter_dim is None else scatter_dim
         #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
         self.outputs: list[torch.Tensor] | None = None
@@ -199,6 +211,10 @@ class _Values:
             return getattr(dist.ReduceOp, REDUCE_OPS[self.op][0])
         if role == "op_name":
             return REDUCE_OPS[self.op][1]
+        if role == "src":  # c10d's convention: the source's global rank
+            return self.root if self.source_group is None else dist.get_global_rank(self.source_group, self.root)
+        if role == "src_group":
+            return self.root
         if role == "rank":
             return dist.get_rank(self.group)
         if role == "world_size":

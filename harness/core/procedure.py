@@ -202,7 +202,7 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         started = time.perf_counter()
         def called_on(tensor: torch.Tensor) -> Any:
             y = call.invoke(target, tensor, case.dim, group, pass_group=case.passes_group, sizes=sizes,
-                            scatter_dim=case.scatter_dim, op=case.op)
+                            scatter_dim=case.scatter_dim, op=case.op, root=case.root)
             if y is None and COLLECTIVES[case.collective].in_place:  # dist.all_reduce(x): the result is x
                 result.in_place = True
                 return tensor

@@ -89,7 +89,8 @@ class CheckOptions:
     def option_values(self) -> dict[str, Any]:
         """These options as :data:`~harness.settings.options.OPTIONS` values (what :func:`bind` was given)."""
         contract = self.contract
-        return {"collective": contract.collective, "op": contract.op, "ragged": contract.ragged, "dims": contract.dims,
+        return {"collective": contract.collective, "op": contract.op, "src": contract.src,
+                "src_rank": contract.src_rank, "ragged": contract.ragged, "dims": contract.dims,
                 "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
                 "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
@@ -150,6 +151,8 @@ def check_gather(
     profile: str | None = default("profile"),
     collective: str = default("collective"),
     op: str = default("op"),
+    src: int = default("src"),
+    src_rank: str = default("src_rank"),
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -286,7 +289,8 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
                         grad=settings["grad"], backends=(settings["backend"],), devices=(settings["device"],),
                         world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
                         kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
-                        op=settings["op"], compile=settings["compile"])
+                        op=settings["op"], compile=settings["compile"], src=settings["src"],
+                        src_rank=settings["src_rank"])
     check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
     return contract
 

@@ -462,7 +462,9 @@ def call_source(call: Call, x: str, case: Case) -> str:
     group = "group" if case.groups else ("dist.group.WORLD" if passing and call.takes_group else "None")
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
               "world_size": f"dist.get_world_size({group})", "scatter_dim": repr(case.scatter_dim),
-              "op": f"dist.ReduceOp.{REDUCE_OPS[case.op][0]}", "op_name": repr(REDUCE_OPS[case.op][1])}
+              "op": f"dist.ReduceOp.{REDUCE_OPS[case.op][0]}", "op_name": repr(REDUCE_OPS[case.op][1]),
+              "src": f"dist.get_global_rank(group, {case.root})" if case.groups else repr(case.root),
+              "src_group": repr(case.root)}
     for role in SPLIT_ROLES.intersection(COLLECTIVES[case.collective].roles):  # one literal per rank, indexed
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     if "output_list" in call.roles:  # one empty piece per member, which the target fills

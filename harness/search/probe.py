@@ -120,6 +120,8 @@ def probe(pool: Pool, target: str, contract: Contract, dtype: str, *, timeout_s:
     case's history: the search starts from a fresh module on every set the probe ran on (once, at
     the end: a compiled target compiles again after each fresh start)."""
     call = replace(plan(pool, target, contract), compiled=contract.compile)
+    if contract.src_rank == "group":
+        call = call.with_group_source()
     try:
         return _probe(pool, target, contract, dtype, call, timeout_s)
     finally:
@@ -462,7 +464,7 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
         rank = RankSpec(shape)
     return Case(ranks=(rank,) * world, dim=dim, dtype=dtype, grad="none", backend=contract.backend,
                 device=contract.device, groups=groups, output=output, world_group=world_group,
-                collective=contract.collective, op=contract.op)
+                collective=contract.collective, op=contract.op, root=contract.src)
 
 
 def probe_input(contract: Contract) -> tuple[tuple[int, ...], int]:

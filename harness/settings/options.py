@@ -22,6 +22,7 @@ from harness.core.contract import (
     GRAD_CONTRACTS,
     OP_ALIASES,
     OUTPUT_OPTIONS,
+    SRC_RANKS,
     literal_kwargs,
     parse_kwarg,
     parse_world_sizes,
@@ -146,6 +147,11 @@ OPTIONS: tuple[Option, ...] = (
            + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
     Option("op", "the reduction of a reduce-scatter (sum, mean: the sum / W, max) or an all-reduce (those and min); "
                  "avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
+    Option("src", "a broadcast's source, as a rank in each group (default: 0)", 0, type=int, metavar="N",
+           section="contract"),
+    Option("src_rank", "how TARGET takes its source: global (c10d's dist.broadcast(x, src)) or group (funcol's "
+                       "broadcast; a parameter named group_src always is) (default: global)", "global",
+           choices=SRC_RANKS, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
            section="contract", defaults={"fuzz": None}),
     Option("dims", "any: TARGET gathers (scatters, exchanges) along the dim it is given, drawn over the input's dims, "

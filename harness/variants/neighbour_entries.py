@@ -303,4 +303,31 @@ NEIGHBOURS: tuple[VariantSpec, ...] = (
         "Megatron-LM `copy_to_tensor_model_parallel_region`: `return input_` forward, `_reduce(grad_output)` "
         "backward (`all_reduce(grad.contiguous())`, then `return grad`).",
     ),
+    VariantSpec(
+        "bcast_ours",
+        "harness.ragged:broadcast",
+        claim(ragged=False, dims="any", grad="sum", collective="broadcast"),
+        "`harness.ragged.broadcast(x, src, group)`: a dense copy broadcast from `src` (a global rank); backward "
+        "sums the cotangents to the source, zero elsewhere.",
+    ),
+    VariantSpec(
+        "bcast_c10d",
+        "torch.distributed:broadcast",
+        claim(ragged=False, dims="any", grad="none", collective="broadcast"),
+        "`dist.broadcast(x, src, group=group)` called as written: no result, x written in place on every rank "
+        "but the source; not differentiable.",
+    ),
+    VariantSpec(
+        "bcast_nn",
+        "torch.distributed.nn.functional:broadcast",
+        claim(ragged=False, dims="any", grad="sum", collective="broadcast"),
+        "`torch.distributed.nn.functional.broadcast(x, src, group)` as written: backward `_Reduce` of the "
+        "cotangents to `src`, zeroed where `src != dist.get_rank(group)`.",
+    ),
+    VariantSpec(
+        "bcast_funcol",
+        "torch.distributed._functional_collectives:broadcast",
+        claim(ragged=False, dims="any", grad="none", collective="broadcast").with_(src_rank="group"),
+        "`_functional_collectives.broadcast(x, src, group)` as written, its `src` a rank in the group.",
+    ),
 )

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.ragged import all_reduce, copy_to_region, split
+from harness.ragged import all_reduce, broadcast, copy_to_region, split
 
 
 class _Backward(torch.autograd.Function):
@@ -153,3 +153,39 @@ def copy_summing_twice(x: torch.Tensor, group: Any = None) -> torch.Tensor:
     large at W >= 2)."""
     return copy_to_region(copy_to_region(x, group), group)
 
+
+
+class _BroadcastGrad(torch.autograd.Function):
+    """A correct broadcast forward (ours) with a chosen backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, src: int, group: Any, backward: str) -> torch.Tensor:
+        ctx.src, ctx.group, ctx.backward = src, group, backward
+        with torch.no_grad():
+            return broadcast(x, src, group)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        summed = all_reduce(cotangent.contiguous(), op="sum", group=ctx.group)
+        if ctx.backward == "unreduced":  # the source keeps only its own cotangent
+            grad = cotangent.clone() if dist.get_rank() == ctx.src else torch.zeros_like(cotangent)
+        elif ctx.backward == "everywhere":  # every rank gets the sum, not only the source
+            grad = summed
+        else:  # "group rank": the global src compared with the group rank, as torch.distributed.nn does
+            grad = summed if dist.get_rank(ctx.group) == ctx.src else torch.zeros_like(summed)
+        return grad, None, None, None
+
+
+def broadcast_backward_not_reduced(x: torch.Tensor, src: int = 0, group: Any = None) -> torch.Tensor:
+    """The source's gradient is its own cotangent: the cotangents are not reduced to it."""
+    return _BroadcastGrad.apply(x, src, group, "unreduced")
+
+
+def broadcast_backward_everywhere(x: torch.Tensor, src: int = 0, group: Any = None) -> torch.Tensor:
+    """Every rank's gradient is the sum, not only the source's."""
+    return _BroadcastGrad.apply(x, src, group, "everywhere")
+
+
+def broadcast_source_by_group_rank(x: torch.Tensor, src: int = 0, group: Any = None) -> torch.Tensor:
+    """Decides which rank is the source by comparing the global ``src`` with the group rank."""
+    return _BroadcastGrad.apply(x, src, group, "group rank")
