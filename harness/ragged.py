@@ -168,12 +168,7 @@ def reduce_scatter_ragged(x: torch.Tensor, dim: int = 0, split_sizes: list[int] 
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
-        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
-    world = dist.get_world_size(group)
-    sizes = _equal_slots(x.shape[dim], world) if split_sizes is None else [int(n) for n in split_sizes]
-    if len(sizes) != world or sum(sizes) != x.shape[dim]:
-        raise ValueError(f"split_sizes {sizes} should be {world} lengths adding up to x.shape[{dim}]={x.shape[dim]}")
+    sizes = _slot_sizes(x, dim, split_sizes, group)
     return _RaggedReduceScatter.apply(x, dim % x.ndim, sizes, op, group)
 
 
@@ -193,6 +188,17 @@ def reduce_scatter_max(x: torch.Tensor, dim: int, split_sizes: list[int],
                        group: ProcessGroup | None = None) -> torch.Tensor:
     """Catalogue adapter: :func:`reduce_scatter_ragged` taking the maximum."""
     return reduce_scatter_ragged(x, dim, split_sizes, op="max", group=group)
+
+
+def _slot_sizes(x: torch.Tensor, dim: int, split_sizes: list[int] | None, group: ProcessGroup | None) -> list[int]:
+    """Each rank's slot length along ``dim``: ``split_sizes`` checked against x, or W equal slots."""
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
+    world = dist.get_world_size(group)
+    sizes = _equal_slots(x.shape[dim], world) if split_sizes is None else [int(n) for n in split_sizes]
+    if len(sizes) != world or sum(sizes) != x.shape[dim]:
+        raise ValueError(f"split_sizes {sizes} should be {world} lengths adding up to x.shape[{dim}]={x.shape[dim]}")
+    return sizes
 
 
 def _equal_slots(length: int, world: int) -> list[int]:
@@ -405,12 +411,7 @@ def split(x: torch.Tensor, dim: int = 0, split_sizes: list[int] | None = None, *
     """Rank r's slot of ``x`` (the same x on every rank): ``split_sizes[r]`` rows at
     ``sum(split_sizes[:r])`` along ``dim`` (``None``: W equal slots), a fresh tensor.  The gradient is
     the adjoint: every rank's cotangent gathered in rank order (Megatron's scatter-to-region)."""
-    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
-        raise IndexError(f"dim {dim} is out of range for a {x.ndim}-d tensor")
-    world = dist.get_world_size(group)
-    sizes = _equal_slots(x.shape[dim], world) if split_sizes is None else [int(n) for n in split_sizes]
-    if len(sizes) != world or sum(sizes) != x.shape[dim]:
-        raise ValueError(f"split_sizes {sizes} should be {world} lengths adding up to x.shape[{dim}]={x.shape[dim]}")
+    sizes = _slot_sizes(x, dim, split_sizes, group)
     return _Split.apply(x, dim % x.ndim, sizes, group)
 
 

@@ -173,6 +173,7 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("tests.planted.family:in_place_dense", {"groups": True}),
     ("tests.planted.family:funcol_style", {"op": "avg", "grad": "mean"}),
     ("tests.planted.family:identity_backward", {"grad": "identity"}),
+    ("tests.planted.family:mean_divided_first", {"op": "mean", "grad": "mean"}),  # the other order of a mean
     ("harness.ragged:split", {**SPLIT, "grad": "adjoint", "groups": True}),
     ("harness.ragged:copy_to_region", {**COPY, "grad": "sum", "groups": True}),
     ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "groups": True}),

@@ -189,3 +189,27 @@ def broadcast_backward_everywhere(x: torch.Tensor, src: int = 0, group: Any = No
 def broadcast_source_by_group_rank(x: torch.Tensor, src: int = 0, group: Any = None) -> torch.Tensor:
     """Decides which rank is the source by comparing the global ``src`` with the group rank."""
     return _BroadcastGrad.apply(x, src, group, "group rank")
+
+
+class _DivideFirst(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        world = dist.get_world_size(group)
+        parts = torch.view_as_real(x.contiguous()) if x.is_complex() else x.contiguous()
+        out = (parts / world).contiguous()  # divided first, then summed: the other order of a mean
+        dist.all_reduce(out, group=group)
+        return torch.view_as_complex(out) if x.is_complex() else out
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None]:
+        world = dist.get_world_size(ctx.group)
+        parts = torch.view_as_real(cotangent.contiguous()) if cotangent.is_complex() else cotangent.contiguous()
+        grad = (parts / world).contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return (torch.view_as_complex(grad) if cotangent.is_complex() else grad), None
+
+
+def mean_divided_first(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """A correct mean that divides every rank's x by W before summing (DeepSpeed's pre-division)."""
+    return _DivideFirst.apply(x, group)
