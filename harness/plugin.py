@@ -4,10 +4,11 @@ Loaded for every pytest run where gather-harness is installed, so without a targ
 fixture it adds nothing: no items, no header lines, no torch import.  Two ways in: the
 ``gather_check`` fixture (:func:`harness.check_gather` with the session's ``--gather-*`` budget
 options filled in), and ``pytest --gather-impl TARGET`` (or ``$GATHER_IMPL``), one more test item.
-A failure reads like any test failure, verdict first, with no harness source; the run ends with
-each failed check's verdict, case and repro.  The options are ``check``'s, spelled ``--gather-*``,
-generated from :mod:`harness.settings.options`; bad ones stop the run before collection.
-Usage: docs/checking.md.
+A failed check is told once, with pytest's own means: its verdict is the ``E`` line of the
+failure's body and the short summary's line, its detail a section of that body folded to the
+terminal's width (:func:`pytest_runtest_makereport`), with no harness source.  The options are
+``check``'s, spelled ``--gather-*``, generated from :mod:`harness.settings.options`; bad ones
+stop the run before collection.  Usage: docs/checking.md.
 """
 
 from __future__ import annotations
@@ -79,49 +80,65 @@ def _our_profile(config: pytest.Config) -> str | None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
                                                                                           pytest.TestReport]:
-    """A failed check's few summary lines ride on its report (under xdist too) for the end-of-run section."""
+    """A failed check told once: the body pytest makes for the exception's first line alone, the
+    verdict as its crash message (the short summary's, without ``AssertionError: gather check
+    failed:``, as pytest shows its own ``assert``), and the detail
+    (:func:`harness.report.text.failure_summary`) as a section of the body, folded to the width.
+    A report's sections travel under xdist and land in JUnit XML; the whole text under ``E`` would
+    be printed again, whole, on the summary line of a CI run (pytest cuts it only off CI)."""
     report = yield
     summary = summary_of(call.excinfo.value) if call.excinfo is not None else None
-    if summary is not None:
-        report.user_properties.append(("gather_failure", summary))
+    if call.excinfo is not None and summary is not None:
+        report.longrepr = _told_once(item, call.excinfo, summary)
     return report
 
 
+def _told_once(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException],
+               summary: list[str]) -> str | TerminalRepr:
+    from harness.report.text import fold
+
+    verdict, *detail = summary
+    first_line = check_failed(str(excinfo.value).partition("\n")[0], summary).with_traceback(excinfo.tb)
+    longrepr = item.repr_failure(pytest.ExceptionInfo.from_exception(first_line))
+    addsection = getattr(longrepr, "addsection", None)  # an exception's repr (ExceptionRepr), not text
+    if addsection is None:
+        return longrepr
+    width = _terminal_width(item.config)
+    addsection("gather-harness: the counterexample", "\n".join(part for line in detail for part in fold(line, width)))
+    reprcrash = getattr(longrepr, "reprcrash", None)
+    if reprcrash is not None:
+        reprcrash.message = verdict
+    return longrepr
+
+
+def _terminal_width(config: pytest.Config) -> int:
+    """The width pytest writes at (``COLUMNS``, else the terminal's, else 80), on an xdist worker too."""
+    import shutil
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        return int(config.get_terminal_writer().fullwidth)
+    width = shutil.get_terminal_size((80, 24)).columns
+    return width if width >= 40 else 80
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """After the run: how each check called its target (``-v``), what its examples covered, and
-    every failed check's verdict, case and repro, wrapped to the terminal (pytest's short summary
-    cuts its one line at the terminal's width: at 80 columns, before the verdict)."""
-    failures = []
+    """After the run: how each check called its target (``-v``) and what its examples covered."""
     for key in ("passed", "failed"):
         for report in terminalreporter.stats.get(key, []):
             properties = dict(getattr(report, "user_properties", []))
             if report.when != "call":
                 continue
             if properties.get("gather_call_notes") and config.get_verbosity() > 0:
+                from harness.report.text import fold
+
                 terminalreporter.write_sep("-", f"gather-harness: how {report.nodeid} called its target")
                 for note in properties["gather_call_notes"]:
-                    _write_wrapped(terminalreporter, f"note: {note}")
+                    for part in fold(f"note: {note}", config.get_terminal_writer().fullwidth):
+                        terminalreporter.write_line(part)
             if properties.get("gather_coverage"):
                 terminalreporter.write_sep("-", "gather-harness coverage")
                 terminalreporter.write_line(str(properties["gather_coverage"]))
-            if properties.get("gather_failure"):
-                failures.append((report.nodeid, properties["gather_failure"]))
-    if failures:
-        terminalreporter.write_sep("=", "gather-harness: failed checks")
-        for nodeid, lines in failures:
-            _write_wrapped(terminalreporter, f"FAILED {nodeid}")
-            for line in lines:
-                _write_wrapped(terminalreporter, line)
-
-
-def _write_wrapped(terminalreporter: pytest.TerminalReporter, line: str) -> None:
-    """``line`` folded to the terminal's width, its continuation indented under its first word."""
-    import textwrap
-
-    indent = " " * (len(line) - len(line.lstrip()) + 4)
-    width = max(40, getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 80))  # pytest's own: COLUMNS
-    for part in textwrap.wrap(line, width=width - 1, subsequent_indent=indent, break_on_hyphens=False) or [""]:
-        terminalreporter.write_line(part)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -189,26 +206,27 @@ class GatherCheckItem(pytest.Item):
             from harness.report.text import finding_dicts, page_header
 
             coverage_page.write(html, report.coverage, page_header(report), finding_dicts(report))
-        source = targets.source_file(options.target) or str(self.path)
-        for note in api.note_warnings(report):  # attributed to the target's own file
-            warnings.warn_explicit(note, api.GatherNote, source, 1)
-        if report.verdict == "fail":
+        if report.verdict == "fail":  # its notes are in its text: not told again as warnings
             from harness.report.text import failure_summary, failure_text
 
             rerun = [shlex.join(["pytest", *self.config.invocation_params.args]), api.check_command(options)]
             raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun,
-                                            how_to_show="--gather-full-stacks"), failure_summary(report))
+                                            how_to_show="--gather-full-stacks"),
+                               failure_summary(report, full_stacks=options.full_stacks, rerun=rerun[-1]))
+        source = targets.source_file(options.target) or str(self.path)
+        for note in api.note_warnings(report):  # attributed to the target's own file
+            warnings.warn_explicit(note, api.GatherNote, source, 1)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None
     ) -> str | TerminalRepr:
-        """The counterexample or the reason the target is unusable, without a harness traceback.
-
-        Text, so pytest's short summary shows its first line (the verdict), under xdist too.
-        """
+        """The verdict (:func:`pytest_runtest_makereport` adds the detail) or the reason the target is
+        unusable, without a harness traceback."""
         from harness.core.errors import Misfit, PoolError, TargetError
 
-        if summary_of(excinfo.value) is not None or isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
+        if summary_of(excinfo.value) is not None:
+            return super().repr_failure(excinfo, style="value")
+        if isinstance(excinfo.value, (UsageError, TargetError, Misfit)):
             return str(excinfo.value)
         if isinstance(excinfo.value, PoolError):  # the harness could not run: no verdict on the target
             return f"harness error: {excinfo.value}"

@@ -15,9 +15,6 @@ from harness.pool.pool import LocalPool
 
 pytest_plugins = ["pytester"]
 
-#: The installed pytest's major release (its short summary differs, see the xdist test).
-PYTEST_MAJOR = int(pytest.__version__.split(".")[0])
-
 PLANTED = Path(__file__).parent.joinpath("planted", "faults.py").read_text()
 #: planted_faults.correct is correct; ``upcast`` returns float32 for float64 input.
 GATHERS = PLANTED + '''
@@ -81,20 +78,17 @@ def test_buggy_gather_fails_with_the_counterexample_under_xdist(gathers: pytest.
                                           "--gather-dtypes", "float64", "--gather-max-examples", "10")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "gather check failed: dtype (mismatch) at W=1 float64 dim=0 * repro: python *gathers.upcast-*/dtype_minimal.py",
-        "property violated: dtype (mismatch)",
+        "gather check failed: dtype (mismatch) at W=1 float64 dim=0 in gathers.py:upcast",
+        "*- gather-harness: the counterexample -*",
         "case: W=1 gloo/cpu float64 *",
         "  [[]dtype] output.dtype=float32, but should be float64 on rank 0",
-        "repro: */.gather-harness/repros/gathers.upcast-*/dtype.py",
-        "rerun: pytest * -n 2 -p no:cacheprovider --gather-impl gathers.py:upcast *",
-        "   or: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-4 --max-examples 10 "
+        "minimal repro (plain torch, prints expected vs actual): python .gather-harness/repros/gathers.upcast-*/"
+        "dtype_minimal.py",
+        "rerun: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-4 --max-examples 10 "
         "--profile * --seed 0",
+        # the short summary carries the verdict, under xdist too: the report's crash message
+        "FAILED gather-harness::check[[]gathers.py:upcast[]] - dtype (mismatch) at W=1 float64 dim=0 in gathers.py:upcast",
     ])
-    # the short summary carries the verdict, under xdist too, from pytest 9 on: pytest 8 prints a text
-    # failure's first line only when it is an exception's (measured on 8.0.0 and 8.4.2 with xdist 3.0.2 and 3.8.0)
-    summary = "FAILED gather-harness::check[[]gathers.py:upcast[]]"
-    result.stdout.fnmatch_lines([summary + " - gather check failed: dtype (mismatch) at W=1 float64*"
-                                 if PYTEST_MAJOR >= 9 else summary])
     assert "Traceback" not in result.stdout.str() and "harness/plugin.py" not in result.stdout.str()
 
 
@@ -159,47 +153,119 @@ def test_several_gathers_are_tests_that_fail_like_tests(gathers: pytest.Pytester
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The fixture makes each gather a test (parametrized here) with the session's budget options;
     a failure shows the counterexample, not the harness's source, the summary line its verdict;
-    notes land in pytest's warnings summary."""
+    a failed check's notes are in its counterexample, not again in pytest's warnings summary."""
     gathers.makepyfile(test_gathers=TWO_GATHERS)
     monkeypatch.setenv("COLUMNS", "250")  # a terminal as wide as a CI log's: the summary line untrimmed
     result = gathers.runpytest_subprocess("test_gathers.py", "--gather-max-examples", "8", "--gather-seed", "3")
-    result.assert_outcomes(passed=1, failed=2, warnings=2)
+    result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
         "*test_gather[[]gathers.py:upcast-contract1[]]*",
-        "E * gather check failed: dtype (mismatch) at W=1 float64 dim=0 * repro: python *dtype_minimal.py",
-        "E * checked gathers.py:upcast: ragged dims=any grad=none dtypes=float64 output=tensor; * seed 3",
-        "E * rerun: pytest 'test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]]' --gather-seed 3",
-        "E *    or: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-2 --max-examples 8 "
+        "E * gather check failed: dtype (mismatch) at W=1 float64 dim=0 in gathers.py:upcast",
+        "*- gather-harness: the counterexample -*",
+        "note: the target is differentiable (its result requires grad when its input does) but --grad none checks "
+        "no gradient*",
+        "rerun: python -m harness check gathers.py:upcast --dtypes float64 --world-sizes 1-2 --max-examples 8 "
         "--seed 3",
-        "test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]]",
-        "  */test_gathers.py:11: GatherNote: gather-harness: the target is differentiable (its result requires grad "
-        "when its input does) but --grad none checks no gradient*",
-        "FAILED test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]] - AssertionError: gather check failed: *",
-        "FAILED test_gathers.py::test_by_hand - AssertionError: gather check failed: dtype (mismatch) at W=1 float64*",
+        "FAILED test_gathers.py::test_gather[[]gathers.py:upcast-contract1[]] - dtype (mismatch) at W=1 float64 dim=0 "
+        "in gathers.py:upcast",
+        "FAILED test_gathers.py::test_by_hand - dtype (mismatch) at W=1 float64 dim=0 in gathers.py:upcast",
     ])
+    assert "GatherNote" not in out and "warnings summary" not in out
     assert "def check_gather" not in out and "harness/frontends/api.py" not in out and "__tracebackhide__" not in out
     assert "--world-sizes 1-2 --max-examples 5 --seed 0" in out  # test_by_hand gave its own budget, no seed
 
 
-@pytest.mark.slow
-def test_at_80_columns_a_failed_checks_verdict_case_and_repro_are_in_the_log(gathers: pytest.Pytester,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest cuts its one-line summary at the terminal's width: at 80 columns the nodeid took it
-    all.  The section at the end folds each failed check's verdict, case and repro to the width;
-    how the target was called (an optional group) is said under ``-v``, never as a warning."""
-    gathers.makepyfile(test_gathers=TWO_GATHERS)
+#: A test failing as a failed check does, without ranks: the exception's text (for Python) and the
+#: lines a test report tells (:func:`harness.report.text.failure_summary`), with a repro path longer
+#: than a line.
+TOLD_ONCE = """
+from harness.core.errors import check_failed
+
+VERDICT = "values (mismatch) at W=2 float32 dim=0 in gathers.py:wrong"
+REPRO = ".gather-harness/repros/" + "a_long_module_name." * 4 + "wrong-0123abcd/values_minimal.py"
+TEXT = "gather check failed: " + VERDICT + "\\nthe whole text, for Python"
+TOLD = [VERDICT, "case: W=2 gloo/cpu float32 dim=0 | r0 (1,) iota C=ints | r1 (1,) iota C=ints | r2 (1,) iota",
+        "  [values] output[0]=101.0 (bits 0x42ca0000), but should be 1.0 (bits 0x3f800000) on rank 0",
+        "minimal repro (plain torch, prints expected vs actual): python " + REPRO,
+        "rerun: python -m harness check gathers.py:wrong --seed 0"]
+
+
+def test_check():
+    raise check_failed(TEXT, TOLD)
+"""
+
+
+def _section(lines: list[str]) -> list[str]:
+    """The counterexample section of a failure's body: its title line to the next section."""
+    start = next(n for n, line in enumerate(lines) if "- gather-harness: the counterexample -" in line)
+    return lines[start:next(n for n in range(start + 1, len(lines)) if lines[n].startswith(("==", "--", "__")))]
+
+
+def test_under_ci_a_failed_check_is_told_once_in_80_columns(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``CI`` pytest prints a failure's message whole on the short summary: it is the one-line
+    verdict, and the detail is printed once, in the failure's body, each line in 80 columns but a
+    path too long for one, which is a line of its own, whole (it was cut mid-word)."""
+    pytester.makepyfile(test_told=TOLD_ONCE)
+    monkeypatch.setenv("CI", "true")
     monkeypatch.setenv("COLUMNS", "80")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    lines, text = result.stdout.lines, result.stdout.str()
+    summary = "FAILED test_told.py::test_check - values (mismatch) at W=2 float32 dim=0 in gathers.py:wrong"
+    assert summary in lines and lines[lines.index(summary) + 1].startswith("=="), text
+    result.stdout.fnmatch_lines(["E *AssertionError: gather check failed: values (mismatch) at W=2 float32 dim=0 "
+                                 "in gathers.py:wrong"])
+    assert "the whole text, for Python" not in text and text.count("output[0]=101.0") == 1, text
+    assert "failed checks" not in text
+    section = _section(lines)
+    repro = ".gather-harness/repros/" + "a_long_module_name." * 4 + "wrong-0123abcd/values_minimal.py"
+    assert [line.strip() for line in section].count(repro) == 1, section
+    assert all(len(line) <= 80 for line in section if line.strip() != repro), section
+    assert "rerun: python -m harness check gathers.py:wrong --seed 0" in section
+
+
+#: The README's pattern: the parametrized gathers' ids are their functions' names.
+README_PATTERN = """
+import pytest
+
+GATHERS = {"gathers.py:correct": dict(grad="sum"), "gathers.py:upcast": dict(dtypes="float64")}
+
+
+@pytest.mark.parametrize("target", GATHERS, ids=lambda t: t.split(":")[-1])
+def test_gather(gather_check, target):
+    gather_check(target, world_sizes=(1, 2), **GATHERS[target])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ci", [True, False], ids=["CI", "no-CI"])
+def test_at_80_columns_the_summary_line_is_the_verdict_and_the_detail_is_told_once(
+        gathers: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: bool) -> None:
+    """The README's pattern at 80 columns: the summary line is the verdict, whole under ``CI``, cut
+    at the width elsewhere (verdict first); the detail is in the failure's body once, its repro
+    path whole on a line of its own; the failed check's note is not a warning as well."""
+    gathers.makepyfile(test_gathers=README_PATTERN)
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("CI", "BUILD_NUMBER"):  # pytest's own test of a CI run
+        monkeypatch.delenv(name, raising=False)
+    if ci:
+        monkeypatch.setenv("CI", "true")
     result = gathers.runpytest_subprocess("test_gathers.py", "--gather-max-examples", "8", "--gather-seed", "3")
-    result.assert_outcomes(passed=1, failed=2, warnings=2)
-    lines = result.stdout.lines
-    start = next(n for n, line in enumerate(lines) if "gather-harness: failed checks" in line)
-    section = lines[start:next(n for n in range(start + 1, len(lines)) if lines[n].startswith("=="))]
-    assert all(len(line) <= 80 for line in section), [line for line in section if len(line) > 80]
-    text = "\n".join(section)
-    for wanted in ("FAILED test_gathers.py::test_gather[gathers.py:upcast-contract1]", "gathers.py:upcast: dtype (seed 3)",
-                   "dtype (mismatch): W=1 gloo/cpu float64 dim=0", "repro: python", "FAILED test_gathers.py::test_by_hand"):
-        assert wanted in text, text
+    result.assert_outcomes(passed=1, failed=1)
+    lines, text = result.stdout.lines, result.stdout.str()
+    summary = "FAILED test_gathers.py::test_gather[upcast] - dtype (mismatch) at W=1 float64 dim=0 in gathers.py:upcast"
+    if ci:
+        assert summary in lines and lines[lines.index(summary) + 1].startswith("=="), text
+    else:
+        assert [line for line in lines if line.startswith("FAILED")] == [summary[:77] + "..."], text
+    assert text.count("output.dtype=float32, but should be float64") == 1 and "failed checks" not in text, text
+    assert "GatherNote" not in text and text.count("is differentiable") == 1, text
+    section = _section(lines)
+    paths = [line.strip() for line in section if line.endswith("dtype_minimal.py")]
+    assert len(paths) == 1 and (gathers.path / paths[0]).is_file(), section
+    assert all(len(line) <= 80 for line in section), section
 
 
 @pytest.mark.slow

@@ -44,7 +44,7 @@ SUMMARY_ATTRIBUTE = "gather_summary"
 def check_failed(text: str, summary: list[str]) -> AssertionError:
     """The error a failed check raises: the whole failure as an ``AssertionError`` (pytest shows it
     as one, in few columns: a class of ours would read ``harness.core.errors...`` before the verdict),
-    carrying the few lines a CI log's end-of-run section shows of it (:func:`summary_of`)."""
+    carrying the lines a test report tells of it (:func:`summary_of`): the verdict, then the detail."""
     error = AssertionError(text)
     setattr(error, SUMMARY_ATTRIBUTE, summary)
     return error

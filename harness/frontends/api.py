@@ -8,9 +8,9 @@ Use it from another project's test suite::
         check_gather("mypkg.dist:gather", ragged=True, grad="sum")   # or pass the function
 
 ``check_gather`` returns the :class:`~harness.search.results.CheckReport`, or raises
-``AssertionError`` whose first line is the verdict and whose text is the counterexample.  Notes
-are :class:`GatherNote` warnings, a hang no replay reproduced an
-:class:`~harness.search.finding.UnreproducedFaultWarning`, a harness that cannot run a
+``AssertionError`` whose first line is the verdict and whose text is the counterexample, with
+its notes.  A passing check's notes are :class:`GatherNote` warnings, a hang no replay
+reproduced an :class:`~harness.search.finding.UnreproducedFaultWarning`, a harness that cannot run a
 :class:`~harness.core.errors.PoolError`.  Ranks import the target, never the caller's process, so
 a gather that hangs or aborts cannot take the test run down with it.
 
@@ -172,11 +172,13 @@ def check_gather(
     options = bind({name: value for name, value in given.items() if name != "gather"}, target_of(gather))
     pool = shared_pool()
     report = execute(options, pool, prepare(options, pool))
+    warn_unattributed(report)
+    if report.verdict == "fail":  # its notes are in its text: not told again as warnings
+        rerun = rerun_commands(options)
+        raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun),
+                           failure_summary(report, full_stacks=options.full_stacks, rerun=rerun[-1]))
     for note in note_warnings(report):
         warnings.warn(note, stacklevel=_first_frame_outside_harness())
-    warn_unattributed(report)
-    if report.verdict == "fail":
-        raise check_failed(failure_text(report, full_stacks=options.full_stacks, rerun=rerun_commands(options)), failure_summary(report))
     return report
 
 

@@ -8,6 +8,8 @@ added, none changed).
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +18,7 @@ from typing import Any, TextIO
 import torch
 
 from harness.core.case import Case
+from harness.core.contract import COLLECTIVES
 from harness.ranks.targets import shown_path, shown_target
 from harness.report.stacks import user_frames
 from harness.search.finding import Finding
@@ -160,17 +163,24 @@ def write_step_summary(markdown: str) -> None:
             handle.write(markdown + "\n")
 
 
+def failure_verdict(report: CheckReport) -> str:
+    """A failed check in one line: the properties violated, the first finding's kind, world size,
+    dtype and dim, and the target (pytest's short summary shows it)."""
+    findings = report.findings + report.misuse_findings
+    case = findings[0].case
+    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
+    collective = "" if case.collective == "gather" else f"{case.collective} "
+    dim = "" if COLLECTIVES[case.collective].dimless else f" dim={case.dim}"
+    return (f"{names} ({findings[0].kind}) at {collective}W={case.world_size} {case.dtype}{dim} "
+            f"in {shown_target(report.target)}")
+
+
 def failure_text(report: CheckReport, *, full_stacks: bool, rerun: Sequence[str],
                  how_to_show: str = "full_stacks=True (pytest: --gather-full-stacks)") -> str:
-    """The text of a failed check for a test report: the verdict on its first line (pytest's short
-    summary shows it), what was checked, every finding, the seed and the commands that rerun it."""
+    """The text of a failed check's ``AssertionError``: the verdict on its first line, what was
+    checked, every finding, the seed and the commands that rerun it."""
     findings = report.findings + report.misuse_findings
-    first = findings[0]
-    names = ", ".join(dict.fromkeys(finding.property for finding in findings))
-    case = first.case
-    script = first.minimal_repro or first.repro or ""
-    lines = [f"gather check failed: {names} ({first.kind}) at W={case.world_size} {case.dtype} dim={case.dim} "
-             f"\u2014 repro: python {shown_path(script)}",
+    lines = [f"gather check failed: {failure_verdict(report)}",
              f"checked {shown_target(report.target)}: {report.contract.describe()}; {examples_text(report)}, "
              f"seed {report.seed or 0}"]
     lines += [f"note: {note}" for note in report.notes]
@@ -180,16 +190,42 @@ def failure_text(report: CheckReport, *, full_stacks: bool, rerun: Sequence[str]
     return "\n".join(lines)
 
 
-def failure_summary(report: CheckReport) -> list[str]:
-    """A failure in a few lines (:func:`~harness.core.errors.check_failed`): the verdict, then per
-    finding its property, its minimal case and its repro."""
+def failure_summary(report: CheckReport, *, full_stacks: bool, rerun: str,
+                    how_to_show: str = "--gather-full-stacks") -> list[str]:
+    """A failed check as a test report tells it (:func:`~harness.core.errors.check_failed`): the
+    verdict, then per finding what each rank got and the repro to run, the notes that ask
+    something, and ``rerun``, the command that runs the check outside pytest: :func:`failure_text`
+    less what the verdict, the test's id and its source say (the first property, the contract,
+    how the target was called, the pytest command), the second repro and which example found it
+    first."""
     findings = report.findings + report.misuse_findings
-    lines = [f"{shown_target(report.target)}: {', '.join(dict.fromkeys(f.property for f in findings))} "
-             f"(seed {report.seed or 0})"]
+    lines = [failure_verdict(report)]
     for finding in findings:
-        script = finding.minimal_repro or finding.repro or ""
-        lines += [f"  {finding.property} ({finding.kind}): {finding.case.describe()}",
-                  *([f"    repro: python {shown_path(script)}"] if script else [])]
+        message = finding.message if full_stacks else user_frames(finding.message, how_to_show)
+        told = {f"property violated: {finding.property} ({finding.kind})" if finding is findings[0] else "",
+                f"found first by {finding.found_by}"}
+        lines += [line for line in [*message.splitlines(), *finding.notes()] if line not in told]
+        script = finding.minimal_repro or finding.repro
+        if script:
+            what = "minimal repro (plain torch, prints expected vs actual)" if finding.minimal_repro else "repro"
+            lines.append(f"{what}: python {shlex.quote(shown_path(script))}")
+    lines += [f"note: {note}" for note in report.notes if note not in report.call_notes]
+    return [*lines, f"rerun: {rerun}"]
+
+
+def fold(line: str, width: int) -> list[str]:
+    """``line`` folded at spaces to ``width`` columns, each continuation indented 4 more than the
+    line: never inside a word, so a path (or a ``shlex``-quoted one) that does not fit is a line of
+    its own, whole, and can be copied out of a log."""
+    if len(line) <= width:
+        return [line]
+    text = line.lstrip(" ")
+    lead = line[:len(line) - len(text)]
+    lines = [lead]
+    for word in re.findall(r"'[^']*'\S*|\S+", text):
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(lead + "    ")
+        lines[-1] += (" " if lines[-1].strip() else "") + word
     return lines
 
 
