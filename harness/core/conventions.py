@@ -188,8 +188,8 @@ class _Values:
     def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
                  x: torch.Tensor | None = None, scatter_dim: int | None = None, op: str = "sum", root: int = 0) -> None:
         self.dim, self.group, self.fixed, self.sizes, self.x, self.op = dim, group, fixed, sizes, x, op
-        #: A broadcast's source as a group rank, and the group it is a rank of (passed or not).
-        self.root, self.source_group = root, group
+        #: A broadcast's source as a rank of :attr:`group` (the world where none is passed).
+        self.root = root
         self.scatter_dim = dim if scatter_dim is None else scatter_dim
         #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
         self.outputs: list[torch.Tensor] | None = None
@@ -212,7 +212,7 @@ class _Values:
         if role == "op_name":
             return REDUCE_OPS[self.op][1]
         if role == "src":  # c10d's convention: the source's global rank
-            return self.root if self.source_group is None else dist.get_global_rank(self.source_group, self.root)
+            return self.root if self.group is None else dist.get_global_rank(self.group, self.root)
         if role == "src_group":
             return self.root
         if role == "rank":
