@@ -9,7 +9,7 @@ Complex tensors travel as their real view (exact: the same bytes, and a complex 
 the parts), because gloo's ``reduce_scatter`` rejects complex in older torch; this code runs in
 users' processes, so it asks no probe nor torch version.  One concern: our own correct version of
 each collective the harness checks (gather, reduce-scatter, all-to-all, all-reduce, split, copy,
-broadcast), the reference designs of the catalogue, sharing their helpers.
+broadcast, scatter, reduce, gather to one rank), the reference designs of the catalogue, sharing their helpers.
 """
 
 from __future__ import annotations
@@ -472,3 +472,91 @@ class _Broadcast(torch.autograd.Function):
     def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         summed = _summed(cotangent, "sum", ctx.group)
         return (summed if ctx.source else torch.zeros_like(summed)), None, None
+
+
+# -- the other rooted ones: scatter from a source, reduce and gather to a destination --------------------
+
+
+def scatter(x: torch.Tensor, dim: int = 0, split_sizes: list[int] | None = None, src: int = 0,
+            group: ProcessGroup | None = None) -> torch.Tensor:
+    """Rank r gets slot r of the x of ``src`` (a global rank, as in ``dist.scatter``): ``split_sizes[r]``
+    rows along ``dim`` (``None``: W equal slots), a fresh tensor; the other ranks' x gives only the
+    shape (every rank holds one).  The gradient is the adjoint: on the source every rank's
+    cotangent gathered in rank order, zero elsewhere."""
+    sizes = _slot_sizes(x, dim, split_sizes, group)
+    return _Scatter.apply(x, dim % x.ndim, sizes, src, group)
+
+
+class _Scatter(torch.autograd.Function):
+    """Forward: the source's x broadcast as a dense copy, this rank's slot kept; backward: the gather."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, sizes: list[int], src: int,
+                group: ProcessGroup | None) -> torch.Tensor:
+        ctx.dim, ctx.group, ctx.source = dim, group, dist.get_rank() == src
+        whole = x.clone(memory_format=torch.contiguous_format)
+        dist.broadcast(_real(whole), src, group=group)
+        rank = dist.get_rank(group)
+        return whole.narrow(dim, sum(sizes[:rank]), sizes[rank]).clone(memory_format=torch.contiguous_format)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        gathered = all_gather_ragged(cotangent, ctx.dim, grad="local", group=ctx.group)
+        return (gathered if ctx.source else torch.zeros_like(gathered)), None, None, None, None
+
+
+def reduce(x: torch.Tensor, dst: int = 0, op: str = "sum", group: ProcessGroup | None = None) -> torch.Tensor:
+    """``dst`` (a global rank, as in ``dist.reduce``) gets the reduction over ranks of their x (one
+    shape on every rank) as a fresh tensor; the other ranks get what ``dist.reduce`` leaves them, not
+    to be read.  ``x`` is never written.  The gradient is the adjoint: every rank gets the
+    destination's cotangent (÷W for a mean, ``avg`` as funcol spells it); a max or min has none."""
+    op = "mean" if op == "avg" else op
+    if op not in ALL_REDUCE_OPS:
+        raise ValueError(f"op must be one of {', '.join(ALL_REDUCE_OPS)}, got {op!r}")
+    return _Reduce.apply(x, dst, op, group)
+
+
+class _Reduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dst: int, op: str, group: ProcessGroup | None) -> torch.Tensor:
+        ctx.dst, ctx.op, ctx.group = dst, op, group
+        out = x.clone(memory_format=torch.contiguous_format)
+        dist.reduce(_real(out), dst, op=getattr(dist.ReduceOp, ALL_REDUCE_OPS[op]), group=group)
+        return _divided(out, dist.get_world_size(group)) if op == "mean" else out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        if ctx.op in ("max", "min"):
+            raise RuntimeError(f"reduce: op={ctx.op!r} has no gradient")
+        sent = _from_destination(cotangent, ctx.dst, ctx.group)
+        return (_divided(sent, dist.get_world_size(ctx.group)) if ctx.op == "mean" else sent), None, None, None
+
+
+def gather_to(x: torch.Tensor, dim: int = 0, dst: int = 0, group: ProcessGroup | None = None) -> torch.Tensor:
+    """``dst`` (a global rank, as in ``dist.gather``) gets the concatenation along ``dim`` of every
+    rank's x in rank order (lengths may differ), a fresh tensor; the other ranks get it too, not to be
+    read.  The gradient is the adjoint: rank r gets slot r of the destination's cotangent."""
+    return _GatherTo.apply(x, dim % max(x.ndim, 1), dst, group)
+
+
+class _GatherTo(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, dst: int, group: ProcessGroup | None) -> torch.Tensor:
+        ctx.dim, ctx.dst, ctx.group = dim, dst, group
+        ctx.slot = _slot(_exchange_lengths(x.movedim(dim, 0), group), dist.get_rank(group))
+        return all_gather_ragged(x, dim, grad="local", group=group)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        sent = _from_destination(cotangent, ctx.dst, ctx.group)
+        return sent.narrow(ctx.dim, ctx.slot.start, ctx.slot.stop - ctx.slot.start).clone(), None, None, None
+
+
+def _from_destination(cotangent: torch.Tensor, dst: int, group: ProcessGroup | None) -> torch.Tensor:
+    """A dense copy of the destination's ``cotangent`` on every rank: the adjoint of a collective to ``dst``."""
+    sent = cotangent.clone(memory_format=torch.contiguous_format)
+    dist.broadcast(_real(sent), dst, group=group)
+    return sent

@@ -48,7 +48,9 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
     bound a float sum is judged within).  An all-to-all: ``cat_dim`` of the rows each member
     sends ``rank``, in member order (a re-layout: the pieces of its scatter dim, concatenated
     along the gather dim ``dim``).  An all-reduce: the reduction of every member's input.  A split:
-    slot ``rank`` of x (the same on every member); a copy: x.
+    slot ``rank`` of x (the same on every member); a copy: x; a broadcast: the source's x, a scatter
+    its slot ``rank``.  A reduce or a gather to one rank: what the destination gets (the others are
+    not judged: :meth:`Case.judged`).
     ``companion``: of the companion inputs, the second call's.
     """
     if COLLECTIVES[case.collective].reduces:
@@ -56,8 +58,8 @@ def expected_output(case: Case, rank: int = 0, *, companion: bool = False) -> to
         return reduced if isinstance(reduced, torch.Tensor) else reduced.in_dtype
     if case.collective == "all-to-all":
         return torch.cat(received_rows(case, rank, companion=companion), dim=case.dim)
-    if COLLECTIVES[case.collective].rooted:  # the source's x
-        return input_values(case, case.members(rank)[case.root], companion=companion)
+    if COLLECTIVES[case.collective].rooted:  # the source's x, or its slot rank
+        return _reduced_part(input_values(case, case.members(rank)[case.root], companion=companion), case, rank)
     if COLLECTIVES[case.collective].replicated:  # the same x on every member: its slot, or all of it
         return _reduced_part(input_values(case, rank, companion=companion), case, rank)
     inputs = [input_values(case, member, companion=companion) for member in case.members(rank)]
@@ -121,7 +123,9 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     result.  ``adjoint``, the contract of a reduce-scatter and an all-to-all: the reverse
     collective of the cotangents (a gather of every member's C_r, divided by W for a mean;
     the rows of every member's C_r that came from this rank: for a re-layout, the reverse
-    re-layout, scattering along the gather dim and gathering along the scatter dim).  Raises ValueError for
+    re-layout, scattering along the gather dim and gathering along the scatter dim; a scatter's: the
+    gather on the source, zero elsewhere; a reduce's and a gather-to's: the destination's C_dst, slot
+    ``rank`` of it, on every member).  Raises ValueError for
     ``none`` (nothing to expect), a contract the collective has not, a dtype without
     gradients, a rank out of range or an idle rank.
     """
@@ -135,7 +139,14 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
     if not 0 <= rank < case.world_size or case.idle(rank):
         raise ValueError(f"rank={rank} is out of range for W={case.world_size} or idle in groups={case.groups}")
     members = case.members(rank)
-    if COLLECTIVES[case.collective].slotted:  # a reduce-scatter's or a split's adjoint: the gather of C
+    kind = COLLECTIVES[case.collective]
+    if kind.rooted and rank != members[case.root]:  # only the source's x is read
+        zeros = torch.zeros(case.input_shape(rank), dtype=torch_dtype(case.dtype))
+        return _bounded(_parts(zeros).unsqueeze(0), 1, case.dtype)
+    if kind.to_root:  # the adjoint of a reduce or a gather to one rank: the destination's C, its slot r
+        terms = _parts(_slot(make_cotangent(case, members[case.root]), case, rank)).unsqueeze(0)
+        return _bounded(terms, len(members) if case.op == "mean" else 1, case.dtype)
+    if kind.slotted:  # a reduce-scatter's or a split's adjoint: the gather of C
         gathered = torch.cat([make_cotangent(case, r) for r in members], dim=case.dim)
         return _bounded(_parts(gathered).unsqueeze(0), len(members) if case.op == "mean" else 1, case.dtype)
     if case.collective == "all-to-all":
@@ -143,8 +154,6 @@ def expected_grad(case: Case, rank: int, contract: str) -> ExpectedGrad:
                                                              case.sent_rows(rank, r))
                               for r in members], dim=case.split_axis)
         return _bounded(_parts(returned).unsqueeze(0), 1, case.dtype)
-    if COLLECTIVES[case.collective].rooted and rank != members[case.root]:  # only the source's x is read
-        return _bounded(torch.zeros_like(_parts(make_cotangent(case, rank))).unsqueeze(0), 1, case.dtype)
     senders = [rank] if contract in ("local", "identity") else members
     # (senders, *shape, part): every term as float64 real parts, exact since each is a dtype value.
     terms = torch.stack([_parts(_slot(make_cotangent(case, s), case, rank)) for s in senders])

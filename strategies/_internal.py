@@ -270,14 +270,14 @@ def as_collective(case: Case, contract: Contract) -> Case:
         return _relaid(case, contract)
     if contract.collective == "all-to-all":
         ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
-    case = dataclasses.replace(case, groups=_with_a_source(case, contract.src))
+    case = dataclasses.replace(case, groups=_with_a_root(case, contract.root))
     if contract.kind.dimless:
         ranks = tuple(_shaped_as_its_group(case, r) for r in range(case.world_size))
-    return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op, root=contract.src)
+    return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op, root=contract.root)
 
 
-def _with_a_source(case: Case, src: int) -> tuple[tuple[int, ...], ...]:
-    """The case's groups that have a member ``src`` (a broadcast's source; the others' ranks idle), or
+def _with_a_root(case: Case, src: int) -> tuple[tuple[int, ...], ...]:
+    """The case's groups that have a member ``src`` (a source or a destination; the others' ranks idle), or
     the world as one group where none has (the contract keeps the world larger than ``src``)."""
     if not src or not case.groups:
         return case.groups

@@ -172,6 +172,20 @@ KNOWN_FLAWS: dict[str, tuple[tuple[str, ...], Callable[[Case], bool], str]] = {
                  "its forward broadcasts x.clone() and its backward reduces the cotangent, both by storage order on "
                  "gloo (pytorch#192920); on a subgroup the backward zeroes the source's gradient where the global "
                  "src differs from the group rank (the pytorch#130515 / #190583 family)"),
+    "scatter_nn": (("values", "gradients", "no-hang-no-crash"),
+                   lambda c: non_contiguous_input(c) or is_complex(c) or group_not_leading_ranks(c),
+                   "gloo's scatter reads a non-dense piece by storage order (pytorch#192920); its backward's gather "
+                   "raises 'Invalid scalar type' on complex; on a subgroup the source is told by the group rank and "
+                   "passed on as the global one (docs/findings/nn_gather_scatter_subgroup_root.py)"),
+    "reduce_c10d": (("values",), lambda c: non_contiguous_input(c) and c.world_size >= 2,
+                    "gloo's reduce pairs elements by storage order: a non-dense or differently laid out x gets the "
+                    "wrong sums (pytorch#192920)"),
+    "reduce_nn": (("values", "gradients"), lambda c: input_layouts_differ(c) or non_contiguous_cotangent(c),
+                  "it reduces x.clone() and broadcasts the cotangent, both by storage order on gloo (pytorch#192920)"),
+    "gather_to_nn": (("values", "gradients", "no-hang-no-crash"), lambda c: group_not_leading_ranks(c) or is_complex(c),
+                     "on a subgroup the destination is told by the group rank and passed on as the global one "
+                     "(docs/findings/nn_gather_scatter_subgroup_root.py); gloo's gather raises 'Invalid scalar "
+                     "type' on complex"),
     # the re-layouts (sequence parallelism's all-to-all), each flaw replayed by hand: W=2, (2, b, 2, 1)
     "a2a_deepspeed_ulysses": (("values", "gradients"), lambda c: 0 in c.ranks[0].shape or c.ranks[0].shape[1] > 1,
                               "reshape([-1, W, ...]) of an empty input raises; the backward (0 -> 2) leaves the "

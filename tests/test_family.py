@@ -1,8 +1,13 @@
-"""The all-reduce through the same harness: the reference in one process, the contract's refusals,
-the planted bugs of ``tests.planted.family.py`` found and shrunk, correct ones passing, and the
-call as published code makes it (in place, the reduction by name, funcol's ``self`` parameter)."""
+"""The family through the same harness (all-reduce, split, copy, broadcast, scatter, reduce, gather to
+one rank): the reference in one process, the contract's refusals, the planted bugs of
+``tests.planted.family.py`` found and shrunk, correct ones passing, and the call as published code
+makes it (in place, the reduction by name, funcol's ``self`` parameter, a root by global or group rank)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,14 +16,18 @@ from harness.reference import expected_grad, expected_output, within_bound
 from harness.core.binding import plan_call
 from harness.core.case import Case, RankSpec
 from harness.core.checks import UNCOUNTED_WRITE
-from harness.core.contract import Contract
+from harness.core.contract import COLLECTIVES, Contract
 from harness.core.errors import Misfit, UsageError
+from harness.ranks.targets import load
+from harness.report import minimal_repro, repro
 from harness.report.text import finding_message
 from harness.search.engine import run_check
+from harness.search.finding import Finding
 from harness.search.probe import probe
 from tests.budgets import PLANTED_SHRINK_BUDGET_S as SHRINK_BUDGET_S
 from tests.budgets import PLANTED_TIMEOUT_S as TIMEOUT_S
 
+ROOT = Path(__file__).resolve().parent.parent
 AR = {"collective": "all-reduce"}
 BUDGET = 100  # the ci profile's
 
@@ -147,6 +156,72 @@ def test_a_broadcast_gives_the_sources_x_and_its_gradient_to_the_source_alone() 
         Contract(collective="broadcast", src=2, world_sizes=(1, 4))
 
 
+SCATTER = {"collective": "scatter", "grad": "adjoint"}
+REDUCE = {"collective": "reduce", "grad": "adjoint"}
+GATHER_TO = {"collective": "gather-to", "grad": "adjoint"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "contract", "prop", "world"), [
+    ("reduce_backward_own", REDUCE, "gradients", 2),  # each rank's own cotangent, not the destination's
+    ("reduce_backward_all_reduced", REDUCE, "gradients", 2),  # an all-reduce's backward
+    ("reduce_mean_without_division", {"collective": "reduce", "op": "mean"}, "values", 2),
+    ("gather_to_backward_own_slot", GATHER_TO, "gradients", 2),  # a gather's local contract
+    ("scatter_backward_not_gathering", SCATTER, "gradients", 2),
+    ("scatter_backward_everywhere", SCATTER, "gradients", 2),
+    ("scatter_source_by_group_rank", {**SCATTER, "groups": True}, "gradients", 2),  # the global rank in a subgroup
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_planted_rooted_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop, world) -> None:
+    findings = search(pool, name, **contract)
+    assert prop in findings, f"{name}: found {sorted(findings)}"
+    assert findings[prop].case.world_size == world, findings[prop].case.describe()
+
+
+def test_a_scatter_gives_each_rank_its_slot_of_the_sources_x_and_the_source_the_gathered_cotangents() -> None:
+    from harness.core.case import input_values, make_cotangent
+
+    case = Case(ranks=(RankSpec((1, 2), values="normal", seed=1), RankSpec((2, 2), values="normal", seed=2)),
+                collective="scatter", grad="adjoint", root=1)
+    source = input_values(case, 1)  # every member holds every slot: (3, 2)
+    assert source.shape == (3, 2) and not torch.equal(input_values(case, 0), source)
+    assert torch.equal(expected_output(case, 0), source[:1]) and torch.equal(expected_output(case, 1), source[1:])
+    gathered = torch.cat([make_cotangent(case, 0), make_cotangent(case, 1)]).double()
+    assert bool(within_bound(gathered, expected_grad(case, 1, "adjoint")).all())
+    assert bool(within_bound(torch.zeros(3, 2, dtype=torch.float64), expected_grad(case, 0, "adjoint")).all())
+
+
+def test_a_reduce_or_gather_to_one_rank_judges_the_destination_alone_and_sends_back_its_cotangent() -> None:
+    from harness.core.case import input_values, make_cotangent
+
+    reduce = Case(ranks=(RankSpec((2,), values="normal", seed=3),) * 3, collective="reduce", grad="adjoint", root=1,
+                  op="mean")
+    assert [reduce.judged(r) for r in range(3)] == [False, True, False]
+    torch.testing.assert_close(expected_output(reduce, 1), sum(input_values(reduce, r) for r in range(3)) / 3)
+    for rank in range(3):  # the destination's cotangent over W, on every rank
+        want = make_cotangent(reduce, 1).double() / 3
+        assert bool(within_bound(want, expected_grad(reduce, rank, "adjoint")).all())
+    gather = Case(ranks=(RankSpec((1,), seed=1), RankSpec((2,), seed=2), RankSpec((3,), seed=3)),
+                  collective="gather-to", grad="adjoint", root=1, groups=((0, 2),))
+    assert [gather.judged(r) for r in range(3)] == [False, False, True]  # rank 1 idle; group rank 1 is global 2
+    assert bool(within_bound(make_cotangent(gather, 2)[:1].double(), expected_grad(gather, 0, "adjoint")).all())
+    assert bool(within_bound(make_cotangent(gather, 2)[1:].double(), expected_grad(gather, 2, "adjoint")).all())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "op", "code"), [("reduce_mean_without_division", "mean", 1),
+                                                 ("reduce_others_anything", "sum", 0)])
+def test_both_repros_of_a_reduce_judge_the_destination_alone(name: str, op: str, code: int, tmp_path: Path) -> None:
+    """A wrong destination reproduces; 42s on the other rank do not (its result is not judged there either)."""
+    case = Case(ranks=(RankSpec((2,), values="normal", seed=1),) * 2, collective="reduce", op=op)
+    target = f"tests.planted.family:{name}"
+    finding = Finding("values", "mismatch", case, "(planted)", [],
+                      call=plan_call(load(target), roles=COLLECTIVES["reduce"].roles))
+    faithful = repro.write(finding, target, tmp_path, timeout_s=10)
+    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout_s=10, misuse=False)):
+        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == code, done.stdout + done.stderr
+
+
 def test_a_split_or_copy_rank_gets_its_slot_of_the_one_x_every_member_holds() -> None:
     from harness.core.case import input_values
 
@@ -179,6 +254,10 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "groups": True}),
     ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "src": 2, "world_sizes": (3, 4)}),
     ("torch.distributed._functional_collectives:broadcast", {**BCAST, "src_rank": "group", "groups": True}),
+    ("harness.ragged:scatter", {**SCATTER, "groups": True, "src": 1, "world_sizes": (2, 4)}),
+    ("harness.ragged:reduce", {**REDUCE, "op": "mean", "groups": True}),
+    ("harness.ragged:gather_to", {**GATHER_TO, "dst": 1, "world_sizes": (2, 3)}),
+    ("tests.planted.family:reduce_others_anything", {**REDUCE, "groups": True}),  # the others are not judged
 ])
 def test_correct_ones_pass(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**{**AR, **contract}), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)

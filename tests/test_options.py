@@ -148,6 +148,7 @@ NOT_THE_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
     "op": ("max", {"collective": "reduce-scatter"}),
     "src": (1, {"collective": "broadcast", "world_sizes": (2, 3)}),
     "src_rank": ("group", {"collective": "broadcast"}),
+    "dst": (1, {"collective": "reduce", "world_sizes": (2, 3)}),
     "ragged": (False, {}),
     "dims": ("-1", {}),
     "scatter_dim": ("2", {"collective": "all-to-all", "gather_dim": "1"}),

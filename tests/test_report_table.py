@@ -347,5 +347,6 @@ def test_the_documented_table_is_the_catalogue_with_the_verdicts_the_tests_asser
         else:
             expected, _minimal, _why = KNOWN_FLAWS[name]
             assert verdict == "fail" and properties_of(failing) & set(expected), (name, failing)
-            assert minimal.startswith(("W=", "reduce-scatter(", "all-to-all W=", "all-reduce(", "split W=", "copy W=", "broadcast(")), \
+            assert minimal.startswith(("W=", "reduce-scatter(", "all-to-all W=", "all-reduce(", "split W=", "copy W=", "broadcast(",
+                                       "scatter(", "reduce(", "gather-to(")), \
                 (name, minimal)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .conventions import COLLECTIVE_OF_ROLE, FIXED, GATHER_DIM_NAMES, ROLE_NAMES, Call
+from .conventions import COLLECTIVE_OF_ROLE, FIXED, GATHER_DIM_NAMES, ROLE_NAMES, ROOT_IN_GROUP, Call
 from .errors import Misfit
 
 #: Names of a first parameter that takes x as a list of pieces (a neighbour's ``input_list``).
@@ -195,8 +195,9 @@ class _Planner:
         for parameter in rest:
             if roles.get(parameter.name) == "op" and _names_a_reduction(parameter):
                 roles[parameter.name] = "op_name"
-            if roles.get(parameter.name) == "src" and parameter.name == "group_src":  # c10d's group-rank spelling
-                roles[parameter.name] = "src_group"
+            role = roles.get(parameter.name, "")
+            if role in ROOT_IN_GROUP and parameter.name.startswith("group_"):  # c10d's group_src, group_dst
+                roles[parameter.name] = ROOT_IN_GROUP[role]
         names = {p.name for p in rest}
         for key, _ in self.kwargs:
             if key == first.name:
@@ -344,7 +345,8 @@ _ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_siz
               "split_sizes": "the slot sizes", "input_split_sizes": "the sizes sent",
               "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
               "scatter_dim": "a re-layout's scatter dim", "op": "the reduction", "op_name": "the reduction",
-              "src": "the source", "src_group": "the source"}
+              "src": "the source", "src_group": "the source", "dst": "the destination",
+              "dst_group": "the destination"}
 
 
 def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
@@ -368,4 +370,6 @@ _ROLE_SOURCE = {
     "op_name": "--op, as funcol's string ('sum', 'avg', 'max', 'min')",
     "src": "--src, the source's group rank, passed as its global rank (--src-rank group: as the group rank)",
     "src_group": "--src, the source's rank in the group passed",
+    "dst": "--dst, the destination's group rank, passed as its global rank (--src-rank group: as the group rank)",
+    "dst_group": "--dst, the destination's rank in the group passed",
 }

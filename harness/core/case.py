@@ -110,7 +110,8 @@ class Case:
     collective: str = "gather"
     op: str = "sum"
     scatter_dim: int | None = None
-    #: A broadcast's source, as a rank in each group (the group's member at that place).
+    #: A broadcast's or a scatter's source, a reduce's or a gather-to's destination, as a rank in each
+    #: group (the group's member at that place).
     root: int = 0
 
     def __post_init__(self) -> None:
@@ -145,9 +146,9 @@ class Case:
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
         self._check_relayout()
-        if self.root and (not kind.rooted or any(len(group) <= self.root for group in self.layout())):
-            raise ValueError(f"root={self.root}: only a broadcast has a source, a rank of every group "
-                             f"(groups {self.layout()})")
+        if self.root and (not (kind.rooted or kind.to_root) or any(len(g) <= self.root for g in self.layout())):
+            raise ValueError(f"root={self.root}: only a collective from a source or to a destination has one, a rank "
+                             f"of every group (groups {self.layout()})")
         if kind.dimless:
             for r, spec in enumerate(self.ranks):
                 first = self.ranks[self.members(r)[0]] if self.members(r) else spec
@@ -233,6 +234,12 @@ class Case:
 
     def idle(self, rank: int) -> bool:
         return not self.members(rank)
+
+    def judged(self, rank: int) -> bool:
+        """Whether ``rank``'s result is judged: every member's, but in a reduce or a gather to one rank
+        only the destination's (the others may return None, their input or anything)."""
+        members = self.members(rank)
+        return bool(members) and (not COLLECTIVES[self.collective].to_root or members[self.root] == rank)
 
     def without(self, rank: int) -> Case | None:
         """This case with rank ``rank`` gone and the later ranks renumbered, empty groups dropped
@@ -341,10 +348,10 @@ class Case:
         dims = "" if COLLECTIVES[self.collective].dimless else f" {dims}"
         head = f"W={self.world_size} {self.backend}/{self.device} {self.dtype}{dims} grad={self.grad}"
         if self.collective != "gather":
-            reduces = COLLECTIVES[self.collective].reduces
-            head = f"{self.collective}({self.op}) {head}" if reduces else f"{self.collective} {head}"
-        if COLLECTIVES[self.collective].rooted:
-            head = head.replace(self.collective, f"{self.collective}(src={self.root})", 1)
+            kind = COLLECTIVES[self.collective]
+            said = [self.op] if kind.reduces else []
+            said += [f"{'dst' if kind.to_root else 'src'}={self.root}"] if kind.rooted or kind.to_root else []
+            head = f"{self.collective}{'(' + ', '.join(said) + ')' if said else ''} {head}"
         if self.output != "tensor":
             head += f" output={self.output}"
         if self.groups:

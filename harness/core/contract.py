@@ -2,6 +2,10 @@
 
 A contract is plain data so that the CLI, the pytest plugin, the catalogue and the
 strategies all describe a variant the same way.  Ranks never need it.
+
+One concern: the claim and its refusals.  The table of collectives, what each takes (dims, ops,
+roots, gradient contracts) and every check that turns an impossible claim into exit 2 live
+together, so that a claim is judged in one place before any rank starts.
 """
 
 from __future__ import annotations
@@ -69,8 +73,11 @@ class Collective:
     replicated: bool = False
     #: Rank r holds every slot of its group's result and gets slot r (a reduce-scatter, a split).
     slotted: bool = False
-    #: One member, the source (``--src``, a group rank), decides every member's result (a broadcast).
+    #: One member, the source (``--src``, a group rank), decides every member's result (a broadcast, a scatter).
     rooted: bool = False
+    #: Only one member's result, the destination's (``--dst``, a group rank), is judged (a reduce, a
+    #: gather to one rank): the others may return None, their input or anything.
+    to_root: bool = False
 
     @property
     def reduces(self) -> bool:
@@ -97,9 +104,20 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                "gradient)", grads=("sum",), outputs=("tensor", "first"), dimless=True, replicated=True),
     Collective("broadcast", "x of the source, group rank --src (every member holds x of one shape)",
                grads=("sum",), outputs=("tensor", "first"), roles=("src",), dimless=True, in_place=True, rooted=True),
+    Collective("scatter", "slot r of the source's x, group rank --src (slots: split_sizes, equal by default; the "
+               "other members' x are not read)", grads=("adjoint",), outputs=("tensor", "first"),
+               roles=("split_sizes", "src"), slotted=True, rooted=True),
+    Collective("reduce", "the reduction over ranks of their x where r is the destination, group rank --dst (every "
+               "member holds x of one shape; the other members' results are not judged)", grads=("adjoint",),
+               outputs=("tensor", "first"), roles=("op", "dst"), ops=("sum", "mean", "max", "min"), dimless=True,
+               in_place=True, to_root=True),
+    Collective("gather-to", "the concatenation along dim of every rank's x where r is the destination, group rank "
+               "--dst (the other members' results are not judged)", grads=("adjoint",),
+               outputs=("tensor", "list", "stack", "first"), roles=("dst",), to_root=True),
 )}
-#: How a target takes its source (``--src-rank``): as a global rank (c10d's ``dist.broadcast(x, src)``,
-#: ``torch.distributed.nn.functional.broadcast``) or as a rank in the group (funcol's ``broadcast``).
+#: How a target takes its source or destination (``--src-rank``): as a global rank (c10d's
+#: ``dist.broadcast(x, src)``, ``torch.distributed.nn.functional.broadcast``) or as a rank in the group
+#: (funcol's ``broadcast``).
 SRC_RANKS: tuple[str, ...] = ("global", "group")
 #: A gradient contract's name in another collective: a gather's ``local`` (each rank its own
 #: cotangent's slot) is an all-reduce's ``identity``.
@@ -229,6 +247,7 @@ class Contract:
     compile: bool = False
     src: int = 0
     src_rank: str = "global"
+    dst: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", OP_ALIASES.get(self.op, self.op))
@@ -249,6 +268,7 @@ class Contract:
         if self.kind.dimless:
             self._check_dimless()
         object.__setattr__(self, "src", int(self.src))
+        object.__setattr__(self, "dst", int(self.dst))
         self._check_rooted()
         if self.ndim_range is None:
             raise UsageError(f"--dims {self.dims} --ndims {'-'.join(map(str, self.ndims or NDIMS))}: no input of those "
@@ -279,8 +299,9 @@ class Contract:
             raise UsageError(f"--collective: expected one of {', '.join(COLLECTIVES)}, got {self.collective!r}")
         if not self.kind.reduces:
             if self.op != "sum":
+                reducing = [name for name, kind in COLLECTIVES.items() if kind.reduces]
                 raise UsageError(f"--op {self.op}: {self.collective} takes no reduction; --op is for "
-                                 f"{' and '.join(name for name, kind in COLLECTIVES.items() if kind.reduces)}")
+                                 f"{', '.join(reducing[:-1])} and {reducing[-1]}")
             return
         if self.op not in self.kind.ops:
             raise UsageError(f"--op: expected one of {', '.join(self.kind.ops)} for {self.collective}, got {self.op!r}")
@@ -296,16 +317,23 @@ class Contract:
                              f"{', '.join(allowed)}")
 
     def _check_rooted(self) -> None:
-        if not self.kind.rooted:
-            if self.src != 0:
-                raise UsageError(f"--src {self.src}: {self.collective} has no source; --src is for a broadcast")
-            return
+        """``--src`` for a collective from a source, ``--dst`` for one to a destination: a group rank
+        every world drawn has."""
+        for flag, value, applies, which in (("--src", self.src, self.kind.rooted, "a broadcast and a scatter"),
+                                             ("--dst", self.dst, self.kind.to_root, "a reduce and a gather-to")):
+            if not applies and value != 0:
+                raise UsageError(f"{flag} {value}: {self.collective} has no {flag[2:]}; {flag} is for {which}")
+            if applies and not 0 <= value < self.world_sizes[0]:
+                raise UsageError(f"{flag} {value}: it is a group rank, and every world drawn needs it: give "
+                                 f"--world-sizes {value + 1}-{max(self.world_sizes[1], value + 1)} or a {flag} below "
+                                 f"{self.world_sizes[0]}")
         if self.src_rank not in SRC_RANKS:
             raise UsageError(f"--src-rank: expected global or group, got {self.src_rank!r}")
-        if not 0 <= int(self.src) < self.world_sizes[0]:
-            raise UsageError(f"--src {self.src}: the source is a group rank, and every world drawn needs it: "
-                             f"give --world-sizes {int(self.src) + 1}-{max(self.world_sizes[1], int(self.src) + 1)} "
-                             f"or a --src below {self.world_sizes[0]}")
+
+    @property
+    def root(self) -> int:
+        """The group rank a rooted collective starts from (``--src``) or ends at (``--dst``); 0 for the others."""
+        return self.dst if self.kind.to_root else self.src
 
     def _check_dimless(self) -> None:
         """An all-reduce's inputs agree in shape and no dim is involved: drawn at dim 0, equal shapes."""
@@ -435,8 +463,9 @@ class Contract:
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
         extra += " compiled" if self.compile else ""
-        extra += f" src={self.src}" + (" (group rank passed)" if self.src_rank == "group" else "") if self.kind.rooted \
-            else ""
+        if self.kind.rooted or self.kind.to_root:
+            extra += f" {'dst' if self.kind.to_root else 'src'}={self.root}"
+            extra += " (group rank passed)" if self.src_rank == "group" else ""
         dims = "" if self.relayout or self.kind.dimless else f" dims={self.dims}"
         shapes = "" if self.kind.dimless else f"{ragged}"
         return f"{self.collective_text()}{shapes}{dims} grad={self.grad} dtypes={dtypes}{extra}".replace("  ", " ")

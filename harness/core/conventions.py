@@ -34,7 +34,11 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "scatter_dim": ("scatter_dim", "scatter_idx", "split_dim"),
     "op": ("op", "reduceOp", "reduce_op", "reduction"),
     "src": ("src", "root", "src_rank", "source", "group_src"),
+    "dst": ("dst", "root", "dst_rank", "destination", "group_dst"),
 }
+#: The roles of a rooted collective's root passed as a global rank (c10d's convention), and the role
+#: each takes passed as the rank in the group (``--src-rank group``, or a ``group_src``/``group_dst`` parameter).
+ROOT_IN_GROUP: dict[str, str] = {"src": "src_group", "dst": "dst_group"}
 #: A reduction's name in torch's two spellings: ``ReduceOp``'s member (role ``op``) and the string
 #: the functional collectives take (role ``op_name``, a parameter annotated or defaulting to ``str``).
 REDUCE_OPS: dict[str, tuple[str, str]] = {"sum": ("SUM", "sum"), "mean": ("AVG", "avg"), "max": ("MAX", "max"),
@@ -154,9 +158,9 @@ class Call:
         return values.outputs if result is None and values.outputs is not None else result  # filled, not returned
 
     def with_group_source(self) -> Call:
-        """This call passing a broadcast's source as the rank in the group (``--src-rank group``)."""
+        """This call passing a source or a destination as the rank in the group (``--src-rank group``)."""
         def renamed(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-            return tuple((parameter, "src_group" if role == "src" else role) for parameter, role in pairs)
+            return tuple((parameter, ROOT_IN_GROUP.get(role, role)) for parameter, role in pairs)
         return replace(self, positional=renamed(self.positional), keywords=renamed(self.keywords),
                        leading=renamed(self.leading))
 
@@ -188,7 +192,7 @@ class _Values:
     def __init__(self, dim: int, group: Any, fixed: dict[str, str], sizes: dict[str, list[int]],
                  x: torch.Tensor | None = None, scatter_dim: int | None = None, op: str = "sum", root: int = 0) -> None:
         self.dim, self.group, self.fixed, self.sizes, self.x, self.op = dim, group, fixed, sizes, x, op
-        #: A broadcast's source as a rank of :attr:`group` (the world where none is passed).
+        #: A source or a destination as a rank of :attr:`group` (the world where none is passed).
         self.root = root
         self.scatter_dim = dim if scatter_dim is None else scatter_dim
         #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
@@ -211,9 +215,9 @@ class _Values:
             return getattr(dist.ReduceOp, REDUCE_OPS[self.op][0])
         if role == "op_name":
             return REDUCE_OPS[self.op][1]
-        if role == "src":  # c10d's convention: the source's global rank
+        if role in ROOT_IN_GROUP:  # c10d's convention: the root's global rank
             return self.root if self.group is None else dist.get_global_rank(self.group, self.root)
-        if role == "src_group":
+        if role in ROOT_IN_GROUP.values():
             return self.root
         if role == "rank":
             return dist.get_rank(self.group)

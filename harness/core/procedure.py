@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,6 +212,11 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         y = called_on(x)
         result.timings["forward_s"] = time.perf_counter() - started
         result.input_version = (version_before, x._version)
+        if not case.judged(rank) and not request.check_grad:  # a reduce's other members: anything goes
+            phase = "repeat"
+            _repeat(result, request, case, rank, device, called_on, x)
+            result.input_after = _cpu(x)
+            return result
         if request.detect:
             _detect(result, y, x, world, case, request.declared)
             result.output_requires_grad = carries_grad(y)
@@ -225,14 +231,8 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
             result.grad = None if result.no_backward else _gradient(reading.flowing, x, cotangent)
             result.grad_device = None if result.grad is None else device_of(result.grad)
             result.grad = None if result.grad is None else _cpu(result.grad)
-        if request.repeat:
-            phase = "repeat"
-            companion = make_input(case, rank, device=device, companion=True)
-            second = called_on(companion)
-            result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
-            result.output_later = _copies(reading.pieces)
-            third = called_on(make_input(case, rank, device=device) if result.in_place else x)
-            result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
+        phase = "repeat"
+        _repeat(result, request, case, rank, device, called_on, x, reading.pieces)
         result.input_after = _cpu(x)
         result.input_stride_after = tuple(x.stride()) if x.stride() != stride_before else None
     except BaseException as exc:  # report everything, including SystemExit from a variant
@@ -244,6 +244,23 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
             _device_left_broken(device) if result.error else [])
     return result
 
+
+
+def _repeat(result: RankResult, request: RunRequest, case: Case, rank: int, device: str,
+            called_on: Callable[[torch.Tensor], Any], x: torch.Tensor, first: list[torch.Tensor] | None = None) -> None:
+    """The stability calls, where asked: on the companion input, then the same call again (on a
+    fresh x where the first call left its result in x).  A member whose result is not judged (a
+    reduce's, a gather-to's other members) makes them unread: the collective needs every member."""
+    if not request.repeat:
+        return
+    world = len(case.members(rank))
+    second = called_on(make_input(case, rank, device=device, companion=True))
+    third = called_on(make_input(case, rank, device=device) if result.in_place else x)
+    if first is None:
+        return
+    result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
+    result.output_later = _copies(first)
+    result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
 
 
 def record_error(result: RankResult, exc: BaseException, phase: str) -> RankResult:

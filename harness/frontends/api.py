@@ -90,7 +90,7 @@ class CheckOptions:
         """These options as :data:`~harness.settings.options.OPTIONS` values (what :func:`bind` was given)."""
         contract = self.contract
         return {"collective": contract.collective, "op": contract.op, "src": contract.src,
-                "src_rank": contract.src_rank, "ragged": contract.ragged, "dims": contract.dims,
+                "src_rank": contract.src_rank, "dst": contract.dst, "ragged": contract.ragged, "dims": contract.dims,
                 "scatter_dim": contract.scatter_dim or None, "gather_dim": contract.gather_dim or None,
                 "ndims": contract.ndims,
                 "grad": contract.grad, "dtypes": self.dtype_text, "output": contract.output, "groups": contract.groups,
@@ -153,6 +153,7 @@ def check_gather(
     op: str = default("op"),
     src: int = default("src"),
     src_rank: str = default("src_rank"),
+    dst: int = default("dst"),
 ) -> CheckReport:
     """Search for a counterexample to ``gather`` meeting its contract; raise ``AssertionError`` on one.
 
@@ -292,7 +293,7 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
                         world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
                         kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
                         op=settings["op"], compile=settings["compile"], src=settings["src"],
-                        src_rank=settings["src_rank"])
+                        src_rank=settings["src_rank"], dst=settings["dst"])
     check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
     return contract
 

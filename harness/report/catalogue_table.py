@@ -117,7 +117,8 @@ def _tag(finding: Finding) -> str:
 
 
 
-INTRO = ("Each catalogue variant (a published collective: all_gather, reduce-scatter, all-to-all, all-reduce, split, copy or broadcast) checked on real "
+INTRO = ("Each catalogue variant (a published collective: all_gather, reduce-scatter, all-to-all, all-reduce, split, copy, broadcast, "
+         "scatter, reduce or gather to one rank) checked on real "
          "ranks against what its authors claim for it: the verdict on in-contract input, the properties that "
          "failed, the minimal case that fails them (numbered notes under each table) and the gradient it really "
          "has (de facto grad). Check your own gather next, written as it is (its contract's options: "
@@ -271,10 +272,11 @@ def short_contract(contract: Contract) -> str:
     a reduction first (``max, ragged dim any, grad none``; an all-reduce's ``sum, grad identity``), a re-layout's two
     dims (``equal dims 2 -> 0 (4-d), grad adjoint``)."""
     op = f"{contract.op}, " if contract.kind.reduces else ""
-    if contract.kind.dimless:  # an all-reduce, a copy, a broadcast: one shape, no dim
-        src = f"src {contract.src}{' (group rank)' if contract.src_rank == 'group' else ''}, " if contract.kind.rooted \
-            else ""
-        return f"{op}{src}grad {contract.grad}"
+    if contract.kind.rooted or contract.kind.to_root:  # ``src 0 (group rank), ``
+        op += f"{'dst' if contract.kind.to_root else 'src'} {contract.root}"
+        op += f"{' (group rank)' if contract.src_rank == 'group' else ''}, "
+    if contract.kind.dimless:  # an all-reduce, a copy, a broadcast, a reduce: one shape, no dim
+        return f"{op}grad {contract.grad}"
     dims = f"dim {contract.dims}"
     if contract.relayout:  # e.g. ``dims 2 -> 0 (4-d)``: scattered, then gathered
         low, high = contract.ndim_range or (0, 0)

@@ -28,7 +28,7 @@ import torch
 from harness.core.case import Case, make_cotangent, make_input
 from harness.core.checks import gradients_checked
 from harness.core.contract import COLLECTIVES
-from harness.core.conventions import FIXED, REDUCE_OPS, SPLIT_ROLES, Call
+from harness.core.conventions import FIXED, REDUCE_OPS, ROOT_IN_GROUP, SPLIT_ROLES, Call
 from harness.core.outputs import OUTPUTS
 from harness.core.procedure import split_sizes
 from harness.ranks.targets import shown_target
@@ -153,6 +153,11 @@ class _Script:
                   "        print(f'rank {rank} raised {type(exc).__name__}: {exc}\\n', end='', flush=True)",
                   "        return 1"]
         problems = self._problems()
+        unjudged = [r for r in range(self.case.world_size) if not self.case.idle(r) and not self.case.judged(r)]
+        if problems and unjudged and self.finding.property in (*_LIKE_VALUES, "stable", "repeatable"):
+            lines += [f"    if rank in {unjudged!r}:  # only the destination's result is judged",
+                      "        print(f'rank {rank}: returned (its result is not judged)\\n', end='', flush=True)",
+                      "        return 0"]
         return lines + ([f"    problems = [p for p in {problems} if p]",
                          "    print(f\"rank {rank}: {'; '.join(problems) or 'as expected'}\\n\", end='', flush=True)",
                          "    return 1 if problems else 0"] if problems else [
@@ -215,8 +220,8 @@ class _Script:
 
     def _read(self, case: Case, call: str) -> str:
         """The result's pieces as the harness read them (one tensor, or one per rank for ``list``)."""
-        if OUTPUTS[case.output].per_rank:
-            return f"list({call})"
+        if OUTPUTS[case.output].per_rank:  # (a gather-to's other ranks may return None)
+            return f"list({call} or ())" if COLLECTIVES[case.collective].to_root else f"list({call})"
         return f"[{call}[0]]" if OUTPUTS[case.output].picks_first else f"[{call}]"
 
     def _laid_out(self, case: Case, field: str, values: str, grad: bool) -> str:
@@ -463,8 +468,9 @@ def call_source(call: Call, x: str, case: Case) -> str:
     values = {"dim": repr(case.dim), "group": group, "rank": f"dist.get_rank({group})",
               "world_size": f"dist.get_world_size({group})", "scatter_dim": repr(case.scatter_dim),
               "op": f"dist.ReduceOp.{REDUCE_OPS[case.op][0]}", "op_name": repr(REDUCE_OPS[case.op][1]),
-              "src": f"dist.get_global_rank(group, {case.root})" if case.groups else repr(case.root),
-              "src_group": repr(case.root)}
+              **{role: f"dist.get_global_rank(group, {case.root})" if case.groups else repr(case.root)
+                 for role in ROOT_IN_GROUP},
+              **{role: repr(case.root) for role in ROOT_IN_GROUP.values()}}
     for role in SPLIT_ROLES.intersection(COLLECTIVES[case.collective].roles):  # one literal per rank, indexed
         values[role] = f"{[split_sizes(case, r).get(role) for r in range(case.world_size)]!r}[rank]"
     if "output_list" in call.roles:  # one empty piece per member, which the target fills

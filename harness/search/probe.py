@@ -273,7 +273,8 @@ def _dim_probe_shapes(contract: Contract) -> list[tuple[int, ...]]:
 
 
 def _members(outcome: Outcome) -> list[RankResult]:
-    return [res for res in outcome.results if res is not None and not res.idle]
+    """The results the probe reads: every member's but a reduce's or a gather-to's others (anything goes there)."""
+    return [res for res in outcome.results if res is not None and outcome.case.judged(res.rank)]
 
 
 def _check_differentiable(ran: list[Outcome], contract: Contract, call: Call) -> None:
@@ -464,7 +465,7 @@ def probe_case(contract: Contract, world: int, dtype: str, output: str, *, passe
         rank = RankSpec(shape)
     return Case(ranks=(rank,) * world, dim=dim, dtype=dtype, grad="none", backend=contract.backend,
                 device=contract.device, groups=groups, output=output, world_group=world_group,
-                collective=contract.collective, op=contract.op, root=contract.src)
+                collective=contract.collective, op=contract.op, root=contract.root)
 
 
 def probe_input(contract: Contract) -> tuple[tuple[int, ...], int]:
@@ -493,7 +494,7 @@ def _relayout_probe_case(contract: Contract, world: int, dtype: str, output: str
 
 def _reading(outcome: Outcome, world: int, target: str) -> str:
     """The one convention every rank's result fits; :class:`Misfit` otherwise."""
-    results = [res for res in outcome.results if res is not None and not res.idle]
+    results = _members(outcome)
     misfits = [res for res in results if res.misfit]
     if misfits:
         raise Misfit(f"target {target!r}: called on {world} rank(s), rank {misfits[0].rank} {misfits[0].misfit}")

@@ -147,10 +147,13 @@ OPTIONS: tuple[Option, ...] = (
            + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
     Option("op", "the reduction of a reduce-scatter (sum, mean: the sum / W, max) or an all-reduce (those and min); "
                  "avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
-    Option("src", "a broadcast's source, as a rank in each group (default: 0)", 0, type=int, metavar="N",
-           section="contract"),
-    Option("src_rank", "how TARGET takes its source: global (c10d's dist.broadcast(x, src)) or group (funcol's "
-                       "broadcast; a parameter named group_src always is) (default: global)", "global",
+    Option("src", "a broadcast's or a scatter's source, as a rank in each group (default: 0)", 0, type=int,
+           metavar="N", section="contract"),
+    Option("dst", "a reduce's or a gather-to's destination, as a rank in each group: only its result is judged "
+                  "(default: 0)", 0, type=int, metavar="N", section="contract"),
+    Option("src_rank", "how TARGET takes its source or destination: global (c10d's dist.broadcast(x, src)) or group "
+                       "(funcol's broadcast; a parameter named group_src or group_dst always is) (default: global)",
+           "global",
            choices=SRC_RANKS, section="contract"),
     Option("ragged", "ranks may hold different lengths along dim (default: --ragged)", True, kind="negatable",
            section="contract", defaults={"fuzz": None}),

@@ -1,4 +1,5 @@
-"""The catalogue's reduce-scatter, all-to-all (re-layouts included), all-reduce, split and copy entries, as their authors claim them.
+"""The catalogue's reduce-scatter, all-to-all (re-layouts included), all-reduce, split, copy and rooted (broadcast,
+scatter, reduce, gather to one rank) entries, as their authors claim them.
 
 Data only, like :mod:`harness.variants`, which lists them after the gathers.
 """
@@ -329,5 +330,62 @@ NEIGHBOURS: tuple[VariantSpec, ...] = (
         "torch.distributed._functional_collectives:broadcast",
         claim(ragged=False, dims="any", grad="none", collective="broadcast").with_(src_rank="group"),
         "`_functional_collectives.broadcast(x, src, group)` as written, its `src` a rank in the group.",
+    ),
+    VariantSpec(
+        "scatter_ours",
+        "harness.ragged:scatter",
+        claim(ragged=True, dims="any", grad="adjoint", collective="scatter"),
+        "`harness.ragged.scatter(x, dim, split_sizes, src, group)`: the source's x broadcast as a dense copy, "
+        "this rank's slot kept; backward gathers the cotangents to the source, zero elsewhere.",
+    ),
+    VariantSpec(
+        "scatter_nn",
+        "torch.distributed.nn.functional:scatter",
+        claim(ragged=False, dims="0", grad="adjoint", collective="scatter"),
+        "`torch.distributed.nn.functional.scatter(tensors, src, group)` as written: `dist.scatter` into "
+        "`zeros_like(tensors[0])`, the source told by `dist.get_rank(group) == src`; backward `_Gather`.",
+    ),
+    VariantSpec(
+        "reduce_ours",
+        "harness.ragged:reduce",
+        claim(ragged=False, dims="any", grad="adjoint", collective="reduce"),
+        "`harness.ragged.reduce(x, dst, op, group)`: `dist.reduce` of a dense copy; backward broadcasts the "
+        "destination's cotangent.",
+    ),
+    VariantSpec(
+        "reduce_c10d",
+        "torch.distributed:reduce",
+        claim(ragged=False, dims="any", grad="none", collective="reduce"),
+        "`dist.reduce(x, dst, op, group=group)` called as written: no result, x written in place; only the "
+        "destination's is judged.",
+    ),
+    VariantSpec(
+        "reduce_nn",
+        "torch.distributed.nn.functional:reduce",
+        claim(ragged=False, dims="any", grad="adjoint", collective="reduce"),
+        "`torch.distributed.nn.functional.reduce(x, dst, op, group)` as written: `dist.reduce` of "
+        "`x.clone()`; backward `_Broadcast` of the cotangent from `dst`.",
+    ),
+    VariantSpec(
+        "gather_to_ours",
+        "harness.ragged:gather_to",
+        claim(ragged=True, dims="any", grad="adjoint", collective="gather-to"),
+        "`harness.ragged.gather_to(x, dim, dst, group)`: our ragged all-gather (every rank gets it; only "
+        "`dst`'s is judged); backward broadcasts the destination's cotangent and keeps this rank's slot.",
+    ),
+    VariantSpec(
+        "gather_to_nn",
+        "torch.distributed.nn.functional:gather",
+        claim(ragged=False, dims="0", grad="adjoint", output="list", collective="gather-to"),
+        "`torch.distributed.nn.functional.gather(x, dst, group)` as written: a tuple of one tensor per rank "
+        "(zeros off the destination), the destination told by `dist.get_rank(group) == dst`; backward `_Scatter`.",
+    ),
+    VariantSpec(
+        "gather_to_object",
+        "harness.variants.torch_paths:gather_object_list",
+        claim(ragged=True, dims="any", grad="none", output="list", collective="gather-to"),
+        "`dist.gather_object(x, out, dst, group)`: 'Gathers picklable objects from the whole group in a single "
+        "process' (its docstring); on `dst` the list of every rank's tensor, any shapes, `None` elsewhere; no "
+        "gradient. Adapter: the destination-allocated output list.",
     ),
 )

@@ -1,4 +1,5 @@
-"""Planted bugs in all-reduces, splits and copies: each breaks one thing a real one gets wrong
+"""Planted bugs in all-reduces, splits, copies and the rooted collectives (broadcast, scatter, reduce,
+gather to one rank): each breaks one thing a real one gets wrong
 (``tests/test_family.py``, ``benchmarks/family.py``).
 
 Each is :mod:`harness.ragged`'s correct implementation with one mistake, or a form as published
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.ragged import all_reduce, broadcast, copy_to_region, split
+from harness.ragged import all_gather_ragged, all_reduce, broadcast, copy_to_region, gather_to, reduce, scatter, split
 
 
 class _Backward(torch.autograd.Function):
@@ -213,3 +214,82 @@ class _DivideFirst(torch.autograd.Function):
 def mean_divided_first(x: torch.Tensor, group: Any = None) -> torch.Tensor:
     """A correct mean that divides every rank's x by W before summing (DeepSpeed's pre-division)."""
     return _DivideFirst.apply(x, group)
+
+
+class _RootedGrad(torch.autograd.Function):
+    """One of ours forward (a scatter, a reduce, a gather to one rank) with a chosen wrong backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, forward: Any, root: int, group: Any, backward: str,
+                dim: int) -> torch.Tensor:
+        ctx.root, ctx.group, ctx.backward, ctx.dim, ctx.shape = root, group, backward, dim, x.shape
+        ctx.rank = dist.get_rank(group)
+        with torch.no_grad():
+            return forward(x)
+
+    @staticmethod
+    def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        c = cotangent.contiguous()
+        if ctx.backward == "own":  # each rank its own cotangent, not the destination's
+            grad = c.clone()
+        elif ctx.backward == "all-reduced":  # every rank's cotangent summed, as an all-reduce's would be
+            grad = all_reduce(c, op="sum", group=ctx.group)
+        elif ctx.backward == "own slot":  # a gather's local contract: C_r[slot r], not C_dst[slot r]
+            lengths = [0] * dist.get_world_size(ctx.group)
+            dist.all_gather_object(lengths, ctx.shape[ctx.dim], group=ctx.group)
+            grad = c.narrow(ctx.dim, sum(lengths[:ctx.rank]), lengths[ctx.rank]).clone()
+        else:  # a scatter's gather of the cotangents, on the ranks the backward names
+            gathered = all_gather_ragged(c, ctx.dim, grad="local", group=ctx.group)
+            source = {"everywhere": True, "group rank": ctx.rank == ctx.root,
+                      "not gathering": False}[ctx.backward]
+            grad = gathered if source else torch.zeros_like(gathered)
+            if ctx.backward == "not gathering" and dist.get_rank() == ctx.root:  # its own cotangent in its slot
+                grad = torch.zeros(ctx.shape, dtype=c.dtype)
+                grad.narrow(ctx.dim, 0, c.shape[ctx.dim]).copy_(c)
+        return grad, None, None, None, None, None
+
+
+def reduce_backward_own(x: torch.Tensor, dst: int = 0, group: Any = None) -> torch.Tensor:
+    """A reduce whose backward gives each rank its own cotangent, not the destination's."""
+    return _RootedGrad.apply(x, lambda t: reduce(t, dst, group=group), dst, group, "own", 0)
+
+
+def reduce_backward_all_reduced(x: torch.Tensor, dst: int = 0, group: Any = None) -> torch.Tensor:
+    """A reduce whose backward sums every rank's cotangent, as an all-reduce's would."""
+    return _RootedGrad.apply(x, lambda t: reduce(t, dst, group=group), dst, group, "all-reduced", 0)
+
+
+def reduce_mean_without_division(x: torch.Tensor, dst: int = 0, group: Any = None) -> torch.Tensor:
+    """A reduce to an average that forgets its 1/W (right at W=1)."""
+    return reduce(x, dst, op="sum", group=group)
+
+
+def reduce_others_anything(x: torch.Tensor, dst: int = 0, group: Any = None) -> torch.Tensor:
+    """A correct reduce whose other ranks return 42s (differentiable, the right shape): not judged, so it passes."""
+    out = reduce(x, dst, group=group)
+    return out if dist.get_rank() == dst else out * 0 + 42
+
+
+def gather_to_backward_own_slot(x: torch.Tensor, dim: int, dst: int = 0, group: Any = None) -> torch.Tensor:
+    """A gather to one rank whose backward is a gather's local contract: C_r[slot r], not C_dst[slot r]."""
+    return _RootedGrad.apply(x, lambda t: gather_to(t, dim, dst, group), dst, group, "own slot", dim)
+
+
+def scatter_backward_not_gathering(x: torch.Tensor, dim: int, split_sizes: list[int], src: int = 0,
+                                   group: Any = None) -> torch.Tensor:
+    """A scatter whose source gets only its own cotangent back, in its slot: the others' are not gathered."""
+    return _RootedGrad.apply(x, lambda t: scatter(t, dim, split_sizes, src, group), src, group, "not gathering",
+                             dim)
+
+
+def scatter_backward_everywhere(x: torch.Tensor, dim: int, split_sizes: list[int], src: int = 0,
+                                group: Any = None) -> torch.Tensor:
+    """A scatter whose backward gives every rank the gathered cotangents, not only the source."""
+    return _RootedGrad.apply(x, lambda t: scatter(t, dim, split_sizes, src, group), src, group, "everywhere", dim)
+
+
+def scatter_source_by_group_rank(x: torch.Tensor, dim: int, split_sizes: list[int], src: int = 0,
+                                 group: Any = None) -> torch.Tensor:
+    """A scatter whose backward finds the source by comparing the global ``src`` with the group rank
+    (as torch.distributed.nn.functional's scatter and gather do)."""
+    return _RootedGrad.apply(x, lambda t: scatter(t, dim, split_sizes, src, group), src, group, "group rank", dim)
