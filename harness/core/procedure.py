@@ -255,12 +255,12 @@ def _repeat(result: RankResult, request: RunRequest, case: Case, rank: int, devi
         return
     world = len(case.members(rank))
     second = called_on(make_input(case, rank, device=device, companion=True))
+    if first is not None:  # copied at once: a result may be a view the next call overwrites
+        result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
+        result.output_later = _copies(first)
     third = called_on(make_input(case, rank, device=device) if result.in_place else x)
-    if first is None:
-        return
-    result.companion_output = _copies(read(second, case.output, world, case.dim).pieces)
-    result.output_later = _copies(first)
-    result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
+    if first is not None:
+        result.repeat_output = _copies(read(third, case.output, world, case.dim).pieces)
 
 
 def record_error(result: RankResult, exc: BaseException, phase: str) -> RankResult:
