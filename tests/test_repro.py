@@ -255,8 +255,17 @@ def test_every_propertys_minimal_repro_reproduces_and_a_correct_gather_passes_it
     assert "rank 0: grad[0, 1] = 3.0, expected 5.0" in done.stdout  # mixed cotangent layouts
     assert (REFUSED if IN_PLACE_REFUSED else "the call wrote into x in place (x._version 0 -> 1) though its values "
             "are unchanged") in done.stdout
-    lengths = {label: len(path.read_text().splitlines()) for label, (path, _) in scripts.items()}
+    lengths = {label: harness_lines(path.read_text()) for label, (path, _) in scripts.items()}
     assert max(lengths.values()) <= 80, lengths
+
+
+def harness_lines(script: str) -> int:
+    """How many lines of a minimal repro the harness wrote: less the target's inlined source (the
+    user's code, as long as it is)."""
+    inlined = next((node for node in ast.parse(script).body if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", "") == "TARGET_SOURCE" for t in node.targets)), None)
+    total = len(script.splitlines())
+    return total if inlined is None else total - (inlined.end_lineno or inlined.lineno) + inlined.lineno - 1
 
 
 def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Path) -> None:
@@ -273,3 +282,74 @@ def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Pa
     done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=ROOT)
     assert done.returncode != 0, done.stdout + done.stderr
     assert "rank 0: grad[0, 1] = 3.0, expected 5.0" in done.stdout, done.stdout
+
+
+# -- a minimal repro you can paste: the target's own code inlined, never an absolute path -------------
+
+DOUBLING = '''"""A user's gather that doubles what it should copy."""
+import torch
+import torch.distributed as dist
+{extra}
+
+def gather(x, dim):
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(pieces, x.contiguous())
+    return {result}
+
+
+if __name__ == "__main__":
+    raise SystemExit("the module's main block ran")
+'''
+WRONG = Finding("values", "mismatch", Case(ranks=(RankSpec((2,), values="normal"),)), "(planted)", [])
+
+
+def write_minimal(project: Path, target: str) -> Path:
+    faithful = project / ".gather-harness" / "repros" / "user" / "values.py"
+    faithful.parent.mkdir(parents=True)
+    cwd = os.getcwd()
+    os.chdir(project)  # as the harness writes it: from the user's project directory
+    try:
+        return minimal_repro.write(WRONG, target, faithful, timeout_s=10, misuse=False)
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.slow
+def test_a_minimal_repro_runs_after_the_targets_file_is_gone(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mine.py").write_text(DOUBLING.format(extra="", result="torch.cat(pieces, dim) * 2"))
+    path = write_minimal(project, "mine.py:gather")
+    (project / "mine.py").unlink()
+    text = path.read_text()
+    assert str(tmp_path) not in text and "def gather(x, dim):" in text  # the user's code, no absolute path
+    done = run_script(path, sys.executable, cwd=tmp_path)
+    assert done.returncode == 1 and "it reproduces" in done.stdout, done.stdout + done.stderr
+    assert "main block ran" not in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_target_that_imports_its_sibling_is_loaded_by_a_relative_path_from_anywhere(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "helpers.py").write_text("def doubled(t):\n    return t * 2\n")
+    (project / "mine.py").write_text(DOUBLING.format(extra="from helpers import doubled",
+                                                     result="doubled(torch.cat(pieces, dim))"))
+    path = write_minimal(project, "mine.py:gather")
+    text = path.read_text()
+    assert str(tmp_path) not in text and "imports its own helpers" in text and "TARGET_SOURCE" not in text
+    for cwd in (project, tmp_path):  # from the project, and from elsewhere: found beside the script
+        done = run_script(path, sys.executable, cwd=cwd)
+        assert done.returncode == 1 and "it reproduces" in done.stdout, done.stdout + done.stderr
+    (project / "mine.py").unlink()
+    done = run_script(path, sys.executable, cwd=tmp_path)
+    assert done.returncode != 0 and "this repro needs the target file mine.py" in done.stderr, done.stderr
+
+
+def test_installed_code_is_imported_by_name() -> None:
+    from harness.report.target_source import import_lines
+
+    assert import_lines("torch.distributed.nn.functional:all_gather", Path("."))[1] == [
+        "from torch.distributed.nn.functional import all_gather as target"]
+    assert import_lines("harness.ragged:all_gather_ragged", Path("."))[1] == [
+        "from harness.ragged import all_gather_ragged as target"]

@@ -20,7 +20,6 @@ and the functions after it only spell a case, a call or a launcher in plain torc
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import torch
@@ -33,6 +32,7 @@ from harness.core.outputs import OUTPUTS
 from harness.core.procedure import split_sizes
 from harness.ranks.targets import shown_target
 from harness.reference import ExpectedGrad, expected_grad, expected_output, expected_reduction
+from harness.report.target_source import import_lines
 from harness.search.finding import Finding
 
 #: Tensors up to this many elements are written as literals; larger ones as their bytes.
@@ -56,22 +56,24 @@ def path_for(faithful: Path) -> Path:
 def write(finding: Finding, target: str, faithful: Path, *, timeout_s: float, misuse: bool) -> Path:
     """Write the minimal script beside ``faithful`` (same target, same case); return its path."""
     path = path_for(faithful)
-    path.write_text(render(finding, target, faithful.name, path.name, timeout_s, misuse))
+    path.write_text(render(finding, target, faithful.name, path.name, timeout_s, misuse, script_dir=path.parent))
     return path
 
 
-def render(finding: Finding, target: str, faithful: str, name: str, timeout_s: float, misuse: bool) -> str:
-    """The script's text."""
+def render(finding: Finding, target: str, faithful: str, name: str, timeout_s: float, misuse: bool, *,
+           script_dir: Path) -> str:
+    """The script's text (``script_dir``: where it will be, for a target file it must find from there)."""
     script = _Script(finding, misuse)
     body = script.rank_body()
+    imports, target_lines = import_lines(target, script_dir)
     return "\n".join([
         _header(finding, shown_target(target), faithful, name),
-        "import faulthandler, multiprocessing, os, socket, sys  # noqa: E401",
+        f"import {', '.join(sorted(('faulthandler', 'multiprocessing', 'os', 'socket', 'sys', *imports)))}  # noqa: E401",
         *(["import base64"] if script.uses_raw else []),
         "import torch",
         "import torch.distributed as dist",
         "",
-        *_import_lines(target),
+        *target_lines,
         *(["# autograd's first use imports for seconds: done here, once, so no rank's timeout pays for it",
             "warm = torch.ones(1, requires_grad=True)",
             "torch.autograd.grad(warm * 2, warm, torch.ones(1))"]
@@ -519,18 +521,6 @@ def _header(finding: Finding, target: str, faithful: str, name: str) -> str:
 Run: python {name}   or: torchrun --standalone --nproc-per-node {case.world_size} {name}
 Exit status 1: it reproduces; 0: every rank got what it should. Every check, as the harness ran it: {faithful}
 """'''
-
-
-def _import_lines(target: str) -> list[str]:
-    """Import the target the way the harness's ranks do: a file by its path, a module by name."""
-    module, _, attr = target.rpartition(":")
-    if module.endswith(".py"):
-        return ["import runpy", f"sys.path.insert(0, {os.path.dirname(module)!r})  # as `python file.py`: siblings import",
-                f"target = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"] + (
-            [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
-    return [f"sys.path.insert(0, {os.getcwd()!r})",
-            f"from {module} import {attr.split('.')[0]} as target"] + (
-            [f"target = target.{'.'.join(attr.split('.')[1:])}"] if "." in attr else [])
 
 
 def _launcher(case: Case, misuse: bool) -> list[str]:
