@@ -58,6 +58,7 @@ def test_fuzz_finds_a_planted_bug_and_the_finding_replays(tmp_path: Path, isolat
     assert finding["property"] == "values" and Path(finding["repro"]).is_file(), finding
     assert Case.from_dict(finding["case"]).world_size == 2  # shrunk
     assert "FOUND 1 finding(s)" in result.stdout and f"replay {tmp_path / 'fuzz.json'} --index 0" in result.stdout
+    assert f"called as: {finding['call']['made']}" in result.stdout  # the call check prints, not a default
 
     assert main(["replay", str(tmp_path / "fuzz.json"), "--index", "0"]) == 1
     assert "reversed_ranks (values): reproduced" in capsys.readouterr().out

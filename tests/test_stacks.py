@@ -58,9 +58,17 @@ def test_a_traceback_keeps_the_users_frames_with_their_source() -> None:
     assert shown.endswith("    ValueError: boom")
 
 
-def test_a_stack_without_a_frame_of_the_users_is_left_whole() -> None:
-    harness_only = "\n".join(line for line in DUMP.splitlines() if "/home/me/" not in line)
+def test_a_stack_of_the_harness_and_python_alone_is_left_whole() -> None:
+    harness_only = "\n".join(line for line in DUMP.splitlines() if "/home/me/" not in line and TORCH not in line)
     assert stacks.user_frames(harness_only) == harness_only
+
+
+def test_where_the_target_is_torchs_own_code_its_frames_are_kept_and_the_harness_hidden() -> None:
+    torch_target = "\n".join(line for line in DUMP.splitlines() if "/home/me/" not in line)
+    shown = stacks.user_frames(torch_target)
+    assert f"{HARNESS}/" not in shown and "multiprocessing" not in shown
+    assert "distributed_c10d.py" in shown and "autograd/function.py" in shown
+    assert "(5 frames of the harness, Python and torch hidden: --full-stacks shows them)" in shown
 
 
 def test_torch_frames_outside_the_users_code_are_hidden() -> None:

@@ -5,7 +5,9 @@ harness's frames (its rank loop, its procedure), multiprocessing's and torch's: 
 report the target's own code was one line in sixteen.  :func:`user_frames` keeps the frames
 of the user's code and, inside it, the innermost torch frame, which names the collective (or
 the op) the rank is in; one line per stack says how many frames were hidden and how to see
-them (``--full-stacks``).  A stack without a single frame of the user's is left whole.
+them (``--full-stacks``).  Where the target is torch's own code (a stack with torch's frames and
+none of the user's) torch's frames are kept and the harness's hidden; a stack of the harness's and
+Python's frames alone is left whole.
 
 Text in, text out: it reads stacks wherever they were formatted (local ranks, torchrun ranks,
 a rank's own output), and leaves every other line alone.  The JSON keeps the full text.
@@ -62,16 +64,19 @@ def _read_stack(lines: list[str], k: int) -> tuple[list[list[str]], int]:
 
 def _filtered(frames: list[list[str]], newest_first: bool, how_to_show: str) -> list[str]:
     kinds = [_kind(_path(frame[0])) for frame in frames]
-    if "user" not in kinds:
-        return [line for frame in frames for line in frame]
     order = range(len(frames)) if newest_first else range(len(frames) - 1, -1, -1)
-    keep = {k for k in order if kinds[k] == "user"}
-    for k in order:  # from the newest frame outwards: the torch call the user's code is in
-        if kinds[k] == "user":
-            break
-        if kinds[k] == "torch":
-            keep.add(k)
-            break
+    if "user" in kinds:
+        keep = {k for k in order if kinds[k] == "user"}
+        for k in order:  # from the newest frame outwards: the torch call the user's code is in
+            if kinds[k] == "user":
+                break
+            if kinds[k] == "torch":
+                keep.add(k)
+                break
+    elif "torch" in kinds:  # the target is torch's own code: its frames are the story
+        keep = {k for k in order if kinds[k] == "torch"}
+    else:  # the harness's and Python's alone: nothing of the target's to show instead
+        return [line for frame in frames for line in frame]
     shown = [line for k, frame in enumerate(frames) if k in keep for line in frame]
     hidden = len(frames) - len(keep)
     if hidden:

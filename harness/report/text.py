@@ -19,6 +19,7 @@ import torch
 
 from harness.core.case import Case
 from harness.core.contract import COLLECTIVES
+from harness.core.conventions import Call
 from harness.ranks.targets import shown_path, shown_target
 from harness.report.stacks import user_frames
 from harness.search.finding import Finding
@@ -312,7 +313,8 @@ def fuzz_verdict_text(document: Mapping[str, Any], summary_path: str, *, full_st
                       + (f" ({entry['error']})" if entry["error"] else "") for entry in document["targets"]]
     for finding in findings:
         shown = Finding(finding["property"], finding["kind"], Case.from_dict(finding["case"]), finding["message"], [],
-                        finding["repro"], minimal_repro=finding.get("minimal_repro"))
+                        finding["repro"], minimal_repro=finding.get("minimal_repro"),
+                        call=Call.from_dict(finding["call"]))  # the call check prints, not a default f(x, dim)
         lines += ["", f"[{finding['index']}] {finding['name']}", finding_text(shown, full_stacks=full_stacks),
                   f"replay: {finding['replay']}"]
     lines += [f"warning: {line}" for line in document["warnings"]]
