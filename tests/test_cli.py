@@ -170,6 +170,10 @@ BEFORE_TORCH = [
     (["check", "ok.py:gather", "--world-sizes", "few"], "not a range"),
     (["check", "ok.py:gather", "--max-examples", "0"], "not a positive whole number"),
     (["check", "ok.py:gather", "--timeout", "soon"], "not a positive number"),
+    (["check", "ok.py:gather", "--collective", "reduce", "--src", "1"], "--src is for a broadcast and a scatter"),
+    (["check", "ok.py:gather", "--dst", "3"], "gather has no dst"),
+    (["check", "ok.py:gather", "--collective", "all-reduce", "--op", "max", "--grad", "sum"], "ties"),
+    (["check", "ok.py:gather", "--collective", "all-reduce", "--dims", "1"], "takes no dim"),
     (["fuzz", "missing.py:gather", "--duration", "1"], "target file 'missing.py' does not exist"),
     (["report", "--max-examples", "x"], "not a positive whole number"),
 ]

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from hypothesis import settings
 
-from harness.core.contract import DTYPE_GROUPS, Contract, parse_dtypes
+from harness.core.contract import DTYPE_GROUPS, Contract
 from harness.core.errors import UsageError, check_failed
 from harness.layers import engine_file
 from harness.pool import capabilities
@@ -48,7 +48,7 @@ from harness.search.finding import UnreproducedFaultWarning
 from harness.search.probe import Probe, probe
 from harness.search.results import CheckReport, Progress
 from harness.settings import profile_names, profiles
-from harness.settings.options import default, rerun_line, resolved
+from harness.settings.options import contract_of, default, rerun_line, resolved
 from harness.strategies import simplest_first
 
 DEFAULT_REPRO_DIR = default("repro_dir")
@@ -286,14 +286,7 @@ def bind_contract(settings: Mapping[str, Any], *, listen: bool = False) -> Contr
     if listen and world_sizes[0] != world_sizes[1]:
         raise UsageError("--world-sizes {}-{}: with --listen the world size is the torchrun job's; give it as "
                          "--world-sizes W (nnodes x nproc-per-node)".format(*world_sizes))
-    contract = Contract(ragged=settings["ragged"], dims=settings["dims"], dtypes=parse_dtypes(settings["dtypes"]),
-                        scatter_dim=settings["scatter_dim"] or "", gather_dim=settings["gather_dim"] or "",
-                        ndims=settings["ndims"],
-                        grad=settings["grad"], backends=(settings["backend"],), devices=(settings["device"],),
-                        world_sizes=world_sizes, output=settings["output"], groups=settings["groups"],
-                        kwargs=settings["kwargs"], bits=settings["bits"], collective=settings["collective"],
-                        op=settings["op"], compile=settings["compile"], src=settings["src"],
-                        src_rank=settings["src_rank"], dst=settings["dst"])
+    contract = contract_of(settings, world_sizes)
     check_machine(settings["backend"], settings["device"], world_sizes, local=not listen)
     return contract
 

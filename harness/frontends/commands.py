@@ -45,7 +45,7 @@ from harness.pool import forkserver
 from harness.ranks import targets
 from harness.report import notation
 from harness.settings import files, profile_names
-from harness.settings.options import resolved
+from harness.settings.options import contract_of, resolved
 
 if TYPE_CHECKING:
     from harness.frontends.api import CheckOptions, Prepared
@@ -100,13 +100,17 @@ def internal_error(exc: Exception) -> str:
 
 
 def check_before_starting(args: argparse.Namespace) -> None:
-    """What can be told wrong without torch: the dtype list, the world-size range, fixed arguments, the target's path.
+    """What can be told wrong without torch: the dtype list, the world-size range, fixed arguments, flags that
+    contradict each other (a ``check``'s contract), the target's path.
 
     The target is looked for on this machine unless ranks elsewhere import it (``--listen``).
     """
     settings = resolved(vars(args))
     if settings["dtypes"]:
         parse_dtypes(settings["dtypes"])
+    if args.command == "check":  # flags that contradict each other: refused before torch and the ranks start
+        profile = settings["profile"] or profile_names.default_name()
+        contract_of(settings, settings["world_sizes"] or profile_names.WORLD_SIZES[profile])
     if getattr(args, "target", None) and not getattr(args, "listen", None):
         targets.locate(args.target)
 

@@ -23,7 +23,9 @@ from harness.core.contract import (
     OP_ALIASES,
     OUTPUT_OPTIONS,
     SRC_RANKS,
+    Contract,
     literal_kwargs,
+    parse_dtypes,
     parse_kwarg,
     parse_world_sizes,
 )
@@ -430,3 +432,16 @@ def _spelled(option: Option, value: Any) -> list[str]:
     if option.name in ("world_sizes", "ndims"):
         return [flag, "{}-{}".format(*value)]
     return [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+
+
+def contract_of(settings: Mapping[str, Any], world_sizes: tuple[int, int]) -> Contract:
+    """The contract :func:`resolved` ``settings`` claim over ``world_sizes``, its flags checked against each
+    other (:class:`UsageError`).  torch-free: ``check`` refuses a contradiction before torch or any rank
+    starts (the machine's own checks come later, :func:`harness.frontends.api.bind_contract`)."""
+    return Contract(ragged=settings["ragged"], dims=settings["dims"], dtypes=parse_dtypes(settings["dtypes"]),
+                    scatter_dim=settings["scatter_dim"] or "", gather_dim=settings["gather_dim"] or "",
+                    ndims=settings["ndims"], grad=settings["grad"], backends=(settings["backend"],),
+                    devices=(settings["device"],), world_sizes=world_sizes, output=settings["output"],
+                    groups=settings["groups"], kwargs=settings["kwargs"], bits=settings["bits"],
+                    collective=settings["collective"], op=settings["op"], compile=settings["compile"],
+                    src=settings["src"], src_rank=settings["src_rank"], dst=settings["dst"])
