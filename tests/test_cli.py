@@ -175,6 +175,7 @@ BEFORE_TORCH = [
     (["check", "ok.py:gather", "--collective", "all-reduce", "--op", "max", "--grad", "sum"], "ties"),
     (["check", "ok.py:gather", "--collective", "all-reduce", "--dims", "1"], "takes no dim"),
     (["fuzz", "missing.py:gather", "--duration", "1"], "target file 'missing.py' does not exist"),
+    (["fuzz", "ok.py:gather", "--collective", "reduce", "--src", "1", "--duration", "1"], "--src is for"),
     (["report", "--max-examples", "x"], "not a positive whole number"),
 ]
 EACH_IN_ONE_PROCESS = """

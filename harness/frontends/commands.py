@@ -101,14 +101,14 @@ def internal_error(exc: Exception) -> str:
 
 def check_before_starting(args: argparse.Namespace) -> None:
     """What can be told wrong without torch: the dtype list, the world-size range, fixed arguments, flags that
-    contradict each other (a ``check``'s contract), the target's path.
+    contradict each other (the contract of a ``check``, or of a ``fuzz`` of one TARGET), the target's path.
 
     The target is looked for on this machine unless ranks elsewhere import it (``--listen``).
     """
     settings = resolved(vars(args))
     if settings["dtypes"]:
         parse_dtypes(settings["dtypes"])
-    if args.command == "check":  # flags that contradict each other: refused before torch and the ranks start
+    if args.command == "check" or (args.command == "fuzz" and args.target):  # a contradiction: refused before torch
         profile = settings["profile"] or profile_names.default_name()
         contract_of(settings, settings["world_sizes"] or profile_names.WORLD_SIZES[profile])
     if getattr(args, "target", None) and not getattr(args, "listen", None):
