@@ -319,3 +319,18 @@ def test_a_target_two_namespace_packages_deep_is_found(tmp_path: Path, monkeypat
     assert targets.locate("outer.inner.mod:f") == "outer.inner.mod:f"
     with pytest.raises(targets.TargetError, match="cannot be found"):
         targets.locate("outer.inner.nope:f")
+
+
+def test_a_repro_path_with_spaces_is_pasted_as_one_argument() -> None:
+    import shlex
+
+    from harness.core.case import Case, RankSpec
+    from harness.report.text import finding_text
+    from harness.search.finding import Finding
+
+    finding = Finding("values", "mismatch", Case(ranks=(RankSpec((1,)),)), "(planted)", [],
+                      "/tmp/my project/values.py", minimal_repro="/tmp/my project/values_minimal.py")
+    commands = {line.split(": ", 1)[1].split("   or: ")[0] for line in finding_text(finding).splitlines()
+                if line.startswith(("  run: ", "minimal repro"))}
+    assert {shlex.split(command)[1] for command in commands} == {"/tmp/my project/values.py",
+                                                               "/tmp/my project/values_minimal.py"}

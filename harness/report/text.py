@@ -236,11 +236,12 @@ CASE_NOTATION = "how to read a case line: python -m harness explain-case"
 
 def finding_text(finding: Finding, *, full_stacks: bool = False, how_to_show: str = "--full-stacks") -> str:
     """The property, the minimal case, what each rank got versus the reference, and both repros."""
-    run = f"python {finding.repro}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {finding.repro}"
+    script = shlex.quote(finding.repro) if finding.repro else finding.repro  # a path with spaces: one argument
+    run = f"python {script}   or: torchrun --standalone --nproc-per-node {finding.case.world_size} {script}"
     lines = [finding_message(finding, full_stacks=full_stacks, how_to_show=how_to_show),
              f"called as: {finding.call.describe(finding.case.passes_group)}", f"repro: {finding.repro}", f"  run: {run}"]
     if finding.minimal_repro:
-        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {finding.minimal_repro}")
+        lines.append(f"minimal repro (plain torch, prints expected vs actual): python {shlex.quote(finding.minimal_repro)}")
     return "\n".join(lines)
 
 
