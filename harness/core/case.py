@@ -146,7 +146,7 @@ class Case:
         if self.output not in kind.outputs:
             raise ValueError(f"output={self.output!r}: {self.collective} results read as {', '.join(kind.outputs)}")
         self._check_relayout()
-        if self.root and (not (kind.rooted or kind.to_root) or any(len(g) <= self.root for g in self.layout())):
+        if self.root and (not kind.root_name or any(len(g) <= self.root for g in self.layout())):
             raise ValueError(f"root={self.root}: only a collective from a source or to a destination has one, a rank "
                              f"of every group (groups {self.layout()})")
         if kind.dimless:
@@ -350,7 +350,7 @@ class Case:
         if self.collective != "gather":
             kind = COLLECTIVES[self.collective]
             said = [self.op] if kind.reduces else []
-            said += [f"{'dst' if kind.to_root else 'src'}={self.root}"] if kind.rooted or kind.to_root else []
+            said += [f"{kind.root_name}={self.root}"] if kind.root_name else []
             head = f"{self.collective}{'(' + ', '.join(said) + ')' if said else ''} {head}"
         if self.output != "tensor":
             head += f" output={self.output}"

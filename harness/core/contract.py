@@ -80,6 +80,12 @@ class Collective:
     to_root: bool = False
 
     @property
+    def root_name(self) -> str:
+        """``src`` for a collective from a source, ``dst`` for one to a destination, ``""`` without a root:
+        how its root is spelled in flags, case lines and claims."""
+        return "dst" if self.to_root else "src" if self.rooted else ""
+
+    @property
     def reduces(self) -> bool:
         """Its result is computed, not moved: compared within a rounding bound, never bit for bit."""
         return bool(self.ops)
@@ -463,8 +469,8 @@ class Contract:
         if self.kwargs:
             extra += " kwargs(" + ", ".join(f"{name}={value}" for name, value in self.kwargs) + ")"
         extra += " compiled" if self.compile else ""
-        if self.kind.rooted or self.kind.to_root:
-            extra += f" {'dst' if self.kind.to_root else 'src'}={self.root}"
+        if self.kind.root_name:
+            extra += f" {self.kind.root_name}={self.root}"
             extra += " (group rank passed)" if self.src_rank == "group" else ""
         dims = "" if self.relayout or self.kind.dimless else f" dims={self.dims}"
         shapes = "" if self.kind.dimless else f"{ragged}"

@@ -272,8 +272,8 @@ def short_contract(contract: Contract) -> str:
     a reduction first (``max, ragged dim any, grad none``; an all-reduce's ``sum, grad identity``), a re-layout's two
     dims (``equal dims 2 -> 0 (4-d), grad adjoint``)."""
     op = f"{contract.op}, " if contract.kind.reduces else ""
-    if contract.kind.rooted or contract.kind.to_root:  # ``src 0 (group rank), ``
-        op += f"{'dst' if contract.kind.to_root else 'src'} {contract.root}"
+    if contract.kind.root_name:  # ``src 0 (group rank), ``
+        op += f"{contract.kind.root_name} {contract.root}"
         op += f"{' (group rank)' if contract.src_rank == 'group' else ''}, "
     if contract.kind.dimless:  # an all-reduce, a copy, a broadcast, a reduce: one shape, no dim
         return f"{op}grad {contract.grad}"
