@@ -7,8 +7,10 @@ Run from the repository root::
 
 Each refusal is ``python -m harness check ...`` as a user types it (a fresh process, imports
 included), timed from start to exit; each must exit 2 with its message.  Target (issue 51): each
-within 5 s on a quiet 2-core box.  A signature is read where the target is imported, on a rank,
-so that refusal includes starting one.
+within 5 s on a quiet 2-core box.  A plain function's signature is read off its source before any
+rank starts (``harness.ranks.targets.static_signature``); one the source does not show exactly
+(a decorated function: the last row) is read where the target is imported, on a rank, so that
+refusal includes starting one.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ REFUSALS: dict[str, tuple[list[str], str]] = {
                                         "adjoint"], "ties"),
     "a target that cannot be imported": (["no_such_module_here:gather"], "cannot be found"),
     "a signature no convention fits": (["{tmp}/two_dims.py:gather"], "dim"),
+    "the same, decorated (read on a rank)": (["{tmp}/two_dims.py:decorated"], "dim"),
 }
-TWO_DIMS = "def gather(x, dim, seq_dim):\n    return x\n"
+TWO_DIMS = ("import functools\n\n\ndef gather(x, dim, seq_dim):\n    return x\n\n\n"
+            "@functools.wraps(gather)\ndef decorated(x, dim, seq_dim):\n    return x\n")
 
 
 def run_once(arguments: list[str], tmp: str) -> tuple[int, float, str]:

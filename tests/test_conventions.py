@@ -542,3 +542,111 @@ def test_a_method_named_through_its_class_is_refused_with_a_wrapper_that_does_no
     with pytest.raises(Misfit, match=r"is a method .* def checked_gather\(x, dim\): return MyClass\(\.\.\.\)\.gather"):
         plan_call(Gatherer.gather)
     assert plan_call(Gatherer().gather).describe() == "gather(x, dim)"
+
+
+# -- a signature read off the source, before any rank starts -----------------------------------------
+
+#: Functions whose signature reads exactly from the source, and ones whose does not.
+STATIC_SOURCE = '''from __future__ import annotations
+
+import functools
+
+import torch
+
+
+def plain(x, dim):
+    return x
+
+
+def everything(x: torch.Tensor, /, dim: int = -1, *sizes: int, group=None, op: str = "sum", **more) -> torch.Tensor:
+    return x
+
+
+def two_dims(x, dim, seq_dim):
+    return x
+
+
+def inner(x, dim):
+    return x
+
+
+@functools.wraps(inner)
+def decorated(x, seq_dim):
+    return x
+
+
+def reassigned(x, dim, seq_dim):
+    return x
+
+
+reassigned = functools.partial(reassigned, seq_dim=0)
+
+
+class Klass:
+    def method(self, x, dim):
+        return x
+
+
+if torch.__version__:
+    def conditional(x, dim, seq_dim):
+        return x
+'''
+
+
+def _static_module(tmp_path: Path):
+    import importlib.util
+
+    path = tmp_path / "static_targets.py"
+    path.write_text(STATIC_SOURCE)
+    spec = importlib.util.spec_from_file_location("static_targets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return path, module
+
+
+def test_a_plain_functions_signature_reads_off_its_source_as_inspect_gives_it(tmp_path: Path) -> None:
+    import inspect
+
+    from harness.ranks.targets import static_signature
+
+    path, module = _static_module(tmp_path)
+    for name in ("plain", "everything", "two_dims"):
+        assert str(static_signature(f"{path}:{name}")) == str(inspect.signature(getattr(module, name))), name
+
+
+def test_a_signature_the_source_does_not_show_exactly_is_left_to_the_ranks(tmp_path: Path) -> None:
+    from harness.ranks.targets import static_signature
+
+    path, _ = _static_module(tmp_path)
+    for name in ("decorated", "reassigned", "Klass", "Klass.method", "conditional", "missing"):
+        assert static_signature(f"{path}:{name}") is None, name
+    starred = tmp_path / "starred.py"
+    starred.write_text("def gather(x, dim, seq_dim):\n    return x\n\nfrom os.path import *\n")
+    assert static_signature(f"{starred}:gather") is None  # the star import may rebind it
+    assert static_signature("harness.ragged:all_gather_ragged") is not None  # a module found on the path
+
+
+def test_an_unfit_signature_is_refused_before_any_rank_as_the_ranks_refuse_it(
+        pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same :class:`Misfit`, word for word, as the ranks' plan; and no rank was asked (the
+    capabilities a check measures first are never measured)."""
+    from harness import check_gather
+    from harness.frontends import api
+    from harness.search import probe
+
+    path, _ = _static_module(tmp_path)
+    contract = Contract()
+    with pytest.raises(Misfit) as on_ranks:
+        probe.plan(pool, f"{path}:two_dims", contract)
+    with pytest.raises(Misfit) as early:
+        probe.refuse_unfit_signature(f"{path}:two_dims", contract)
+    assert str(early.value) == str(on_ranks.value) and "'seq_dim' names a dim" in str(early.value)
+    probe.refuse_unfit_signature(f"{path}:plain", contract)  # a fitting one passes on to the ranks
+    probe.refuse_unfit_signature(f"{path}:conditional", contract)  # an unread one too: the ranks refuse it
+
+    def no_rank(*_: object, **__: object) -> None:
+        raise AssertionError("a rank was asked")
+
+    monkeypatch.setattr(api.capabilities, "measure", no_rank)
+    with pytest.raises(Misfit, match="'seq_dim' names a dim"):
+        check_gather(f"{path}:two_dims")

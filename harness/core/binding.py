@@ -50,8 +50,7 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     name in messages.  ``roles``: the roles the collective binds besides :data:`BASE_ROLES`
     (``Collective.roles``); the first splits x for a target taking a list.
     """
-    names = _role_names(roles)
-    list_role = roles[0] if roles and roles[0] in COLLECTIVE_OF_ROLE else ""
+    names, list_role = _role_names(roles), _list_role(roles)
     if inspect.isclass(target):
         if not issubclass(target, torch.autograd.Function):
             raise Misfit(f"{target.__name__} is a class, not an autograd.Function: the harness cannot construct "
@@ -71,6 +70,19 @@ def plan_call(target: Any, *, needs_group: bool = False, kwargs: tuple[tuple[str
     function = inspect.isfunction(target) and "." not in target.__qualname__  # funcol's (self: Tensor, ...)
     return _Planner(name, signature, kwargs, names, module=module, list_role=list_role,
                     function=function).plan(needs_group)
+
+
+def plan_signature(name: str, signature: inspect.Signature, *, needs_group: bool = False,
+                   kwargs: tuple[tuple[str, str], ...] = (), roles: tuple[str, ...] = ()) -> Call:
+    """:func:`plan_call`'s :class:`Call` for a plain function ``name`` of ``signature``, known
+    without the function itself (read off its source before any rank starts)."""
+    return _Planner(name, signature, kwargs, _role_names(roles), list_role=_list_role(roles),
+                    function=True).plan(needs_group)
+
+
+def _list_role(roles: tuple[str, ...]) -> str:
+    """The role a target taking a list of pieces gets them for: the collective's first, if it splits x."""
+    return roles[0] if roles and roles[0] in COLLECTIVE_OF_ROLE else ""
 
 
 def _role_names(roles: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

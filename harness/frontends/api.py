@@ -45,7 +45,7 @@ from harness.report import hints, minimal_repro, repro
 from harness.report.text import failure_summary, failure_text
 from harness.search.engine import SearchSettings, run_check
 from harness.search.finding import UnreproducedFaultWarning
-from harness.search.probe import Probe, probe
+from harness.search.probe import Probe, probe, refuse_unfit_signature
 from harness.search.results import CheckReport, Progress
 from harness.settings import profile_names, profiles
 from harness.settings.options import contract_of, default, rerun_line, resolved
@@ -304,6 +304,7 @@ def remote_pool(listen: str, contract: Contract, *, timeout: float, connect_time
 def prepare(options: CheckOptions, pool: Pool) -> Prepared:
     """Measure the backend, then probe the target's calling convention on real ranks; a dtype
     named in ``--dtypes`` that the backend cannot move is a :class:`UsageError`."""
+    refuse_unfit_signature(options.target, options.contract)  # before any rank starts
     backend, device = options.contract.backend, options.contract.device
     caps = capabilities.measure(pool, backend, device)
     missing = tuple(name for name in options.contract.dtypes if not caps.supports(name))

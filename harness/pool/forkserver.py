@@ -14,6 +14,7 @@ import multiprocessing
 import multiprocessing.context
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from multiprocessing import forkserver, process, resource_tracker
@@ -65,7 +66,13 @@ _SOCKET_DIRS: list[str] = []
 def stop() -> None:
     """Stop the forkserver and the resource tracker multiprocessing started, and wait for both, so
     a command never returns while they still run; then remove the socket's directory.  Called at
-    exit, after the pools have stopped their ranks."""
+    exit, after the pools have stopped their ranks.  The forkserver is ended, not asked: one still
+    importing its :data:`PRELOAD` (a command that refused its arguments at once) would read the
+    request only when done, seconds later."""
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
     for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
         with contextlib.suppress(AttributeError, OSError, ChildProcessError, TypeError):  # TypeError: never started
             server._stop()  # type: ignore[union-attr]

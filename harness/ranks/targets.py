@@ -2,16 +2,19 @@
 
 Loading happens inside rank processes: the driver never imports user code.  Before that,
 :func:`locate` answers what can be known without running any of it, in milliseconds: the
-selector's syntax, whether the file or module exists, whether its source parses.
+selector's syntax, whether the file or module exists, whether its source parses; and
+:func:`static_signature` reads a plain function's signature off its source.
 This module imports only the standard library.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -57,6 +60,96 @@ def source_file(target: str) -> str | None:
         return os.path.abspath(module)
     origin = _find_module(module)
     return os.path.abspath(origin) if origin and os.path.isfile(origin) else None
+
+
+def static_signature(target: str) -> inspect.Signature | None:
+    """``target``'s signature read from its source without running it, where that read is exact:
+    a function defined once at its module's top level, undecorated, its name bound by nothing else
+    there.  ``None`` otherwise (a class, a decorated or reassigned function, a star import): the
+    ranks read it by importing.  This lets a signature no calling convention fits be refused
+    before any rank starts."""
+    _, attr = split_target(target)
+    path = source_file(target)
+    if path is None or "." in attr:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    if any(_rebinds_dynamically(node, attr) for node in ast.walk(tree)):
+        return None
+    bound = [_top_level_names(node) for node in tree.body]
+    binders = [node for node, names in zip(tree.body, bound) if attr in names]
+    if any("*" in names for names in bound) or len(binders) != 1:
+        return None
+    [definition] = binders
+    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+        return None
+    return _signature(definition.args, definition.returns)
+
+
+def _rebinds_dynamically(node: ast.AST, attr: str) -> bool:
+    """``global attr`` in a function, or a module's names reached by ``globals()``, ``vars()`` or
+    ``setattr``: a binding the top-level statements do not show."""
+    if isinstance(node, ast.Global):
+        return attr in node.names
+    return isinstance(node, ast.Name) and node.id in ("globals", "vars", "setattr")
+
+
+def _top_level_names(statement: ast.stmt) -> set[str]:
+    """The module-level names ``statement`` may bind (``"*"`` for a star import): a definition's own
+    name, and every name stored or imported anywhere in any other statement."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    names = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.partition(".")[0] for alias in node.names)
+    return names
+
+
+class _Written:
+    """A default that is not a literal, shown as written."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _default(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _Written(ast.unparse(node))
+
+
+def _parameter(arg: ast.arg, kind: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+    annotation = inspect.Parameter.empty if arg.annotation is None else ast.unparse(arg.annotation)
+    return inspect.Parameter(arg.arg, kind, default=default, annotation=annotation)
+
+
+def _signature(args: ast.arguments, returns: ast.expr | None) -> inspect.Signature:
+    """The signature ``inspect.signature`` gives a function of these ``args`` (annotations as text,
+    as under ``from __future__ import annotations``)."""
+    kind = inspect.Parameter
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [kind.empty] * (len(positional) - len(args.defaults)) + [_default(node) for node in args.defaults]
+    parameters = [_parameter(arg, kind.POSITIONAL_ONLY if index < len(args.posonlyargs) else kind.POSITIONAL_OR_KEYWORD,
+                             default) for index, (arg, default) in enumerate(zip(positional, defaults))]
+    if args.vararg:
+        parameters.append(_parameter(args.vararg, kind.VAR_POSITIONAL))
+    parameters += [_parameter(arg, kind.KEYWORD_ONLY, kind.empty if node is None else _default(node))
+                   for arg, node in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        parameters.append(_parameter(args.kwarg, kind.VAR_KEYWORD))
+    return inspect.Signature(parameters, return_annotation=kind.empty if returns is None else ast.unparse(returns))
 
 
 def _similar_file(path: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from harness.core.binding import plan_signature
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_outcome, expected_pieces
 from harness.core.compare import exact_value
@@ -29,7 +30,7 @@ from harness.core.outputs import OUTPUTS
 from harness.core.procedure import RankResult
 from harness.pool.faults import Outcome
 from harness.pool.pool import Pool
-from harness.ranks import rank_calls
+from harness.ranks import rank_calls, targets
 
 #: How long a rank may take to import the target: real projects import a lot on top of torch.
 IMPORT_TIMEOUT_S = 60.0
@@ -87,6 +88,20 @@ def plan(pool: Pool, target: str, contract: Contract) -> Call:
             raise TargetError(reason)
         raise TargetError(f"target {target!r}: importing it raised {result.error_type}; a target must import cleanly")
     return Call.from_dict(result.value)
+
+
+def refuse_unfit_signature(target: str, contract: Contract) -> None:
+    """:class:`Misfit` for a signature no calling convention fits, read off the target's source
+    before any rank starts (:func:`~harness.ranks.targets.static_signature`), as :func:`plan` would
+    raise it; a signature that cannot be read so exactly is left to :func:`plan`."""
+    signature = targets.static_signature(target)
+    if signature is None:
+        return
+    try:
+        plan_signature(targets.split_target(target)[1], signature, needs_group=bool(contract.groups),
+                       kwargs=contract.kwargs, roles=contract.kind.roles)
+    except Misfit as misfit:
+        raise Misfit(f"target {target!r}: {misfit}") from None
 
 
 def _import_on_ranks(pool: Pool, target: str, contract: Contract) -> list[RankResult]:
