@@ -40,7 +40,7 @@ _FILE_BLOCK = re.compile(r"```python\n# ([\w.]+\.py)\n(.*?)```", re.DOTALL)
 _FENCED = re.compile(r"```.*?```", re.DOTALL)
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _EXPECTED = re.compile(r"\s*#\s*exit (\d+)\s*$")
-#: The whole budget of a block: a check starts in seconds; the scale-out block starts ten ranks.
+#: The whole budget of a block: a check starts in seconds; the scale-out block starts four torchrun ranks.
 BLOCK_TIMEOUT_S = 240
 
 
