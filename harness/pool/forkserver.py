@@ -63,13 +63,26 @@ def _socket_dir() -> None:
 _SOCKET_DIRS: list[str] = []
 
 
+def _own_forkserver() -> int | None:
+    """The pid of the forkserver this process started, if it runs; never one a forked child
+    (the catalogue report's worker) inherited the record of: that one serves its parent."""
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is None:
+        return None
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not this process's child
+        return None
+    return None if done else pid
+
+
 def stop() -> None:
     """Stop the forkserver and the resource tracker multiprocessing started, and wait for both, so
     a command never returns while they still run; then remove the socket's directory.  Called at
     exit, after the pools have stopped their ranks.  The forkserver is ended, not asked: one still
     importing its :data:`PRELOAD` (a command that refused its arguments at once) would read the
     request only when done, seconds later."""
-    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    pid = _own_forkserver()
     if pid is not None:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
