@@ -254,6 +254,7 @@ def _marked(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow  # a report of four variants in a subprocess, interrupted
 def test_ctrl_c_leaves_no_process_and_no_file(tmp_path: Path) -> None:
     """Nothing in the working directory but the harness's own hidden one (Hypothesis's caches: every
     run's), no rank directory in the temporary one (torch's and multiprocessing's own caches there
