@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from harness.core.case import ALL_RECIPES, COTANGENT_LAYOUTS, COTANGENT_RECIPES, LAYOUTS, VALUE_RECIPES, Case, RankSpec
 from harness.core.case import recipes_for as case_recipes
-from harness.core.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract
+from harness.core.contract import ALL_DTYPES, BACKENDS, DEVICES, DIFFERENTIABLE_DTYPES, Contract, mesh_layout
 from harness.core.errors import UsageError
 from harness.core.outputs import OUTPUTS
 
@@ -380,7 +380,7 @@ def _cases(
     if group_kind and not mesh:
         layout = group_layout(group_kind, len(shapes)) if groups else ()
     elif mesh:
-        layout = _mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
+        layout = mesh_layout(len(shapes), *draw(_mesh_choice(len(shapes))))
     else:
         layout = _group_layout(draw(_group_labels(len(shapes)))) if groups and passes else ()
     ranks = tuple(_drop_unread(_rank_spec(shape, trait, seed), grad) for shape, trait in zip(shapes, traits))
@@ -405,14 +405,6 @@ def _mesh_choice(world: int) -> st.SearchStrategy[tuple[int, bool]]:
     and whether the groups are a mesh's columns (strided) rather than its rows (contiguous)."""
     sizes = [n for n in range(world, 0, -1) if world % n == 0]
     return st.tuples(st.sampled_from(sizes), st.booleans())
-
-
-def _mesh_layout(world: int, size: int, columns: bool) -> tuple[tuple[int, ...], ...]:
-    """The groups of one dimension of a 2-D mesh over ``world`` ranks, ``size`` ranks each."""
-    count = world // size
-    if columns:
-        return tuple(tuple(range(c, world, count)) for c in range(count))
-    return tuple(tuple(range(k * size, (k + 1) * size)) for k in range(count))
 
 
 def _group_layout(labels: list[int]) -> tuple[tuple[int, ...], ...]:

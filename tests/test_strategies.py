@@ -448,3 +448,18 @@ def test_a_rank_taken_away_leaves_a_valid_case_with_its_group_layout(collective:
         else:
             assert smaller.ranks[new] == case.ranks[before]
     assert (case.merged(rank) is None) if collective == "all-to-all" else True
+
+
+def test_a_mesh_contract_admits_a_meshs_rows_and_columns_only() -> None:
+    """What :meth:`harness.search.session._Session.fewest_ranks` keeps for a ``mesh`` contract: a rank
+    taken from ``{0,1}+{2,3}`` leaves ``{0}+{1,2}`` or ``{0,1}+{2}``, no mesh's groups (the 2-D mesh
+    rows raise on them: that would be a finding of the harness's making)."""
+    from harness.core.contract import is_mesh_layout, mesh_layout
+
+    for world in range(1, 9):
+        for size in (n for n in range(1, world + 1) if world % n == 0):
+            assert is_mesh_layout(mesh_layout(world, size, False), world)
+            assert is_mesh_layout(mesh_layout(world, size, True), world)
+    case = Case(ranks=(RankSpec((1,)),) * 4, groups=((0, 1), (2, 3)))
+    assert [is_mesh_layout(smaller.groups, 3) for smaller in map(case.without, range(4))] == [False] * 4
+    assert not is_mesh_layout(((0, 2), (1,)), 3) and is_mesh_layout(((0,), (1,), (2,)), 3)

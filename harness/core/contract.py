@@ -45,6 +45,20 @@ DIFFERENTIABLE_DTYPES: frozenset[str] = frozenset(DTYPE_GROUPS["float"] + DTYPE_
 GRAD_CONTRACTS: tuple[str, ...] = ("none", "local", "sum", "mean", "adjoint", "identity")
 
 
+def mesh_layout(world: int, size: int, columns: bool) -> tuple[tuple[int, ...], ...]:
+    """The groups of one dimension of a 2-D mesh over ``world`` ranks, ``size`` ranks each: its
+    columns (strided sets) or its rows (contiguous blocks)."""
+    count = world // size
+    if columns:
+        return tuple(tuple(range(c, world, count)) for c in range(count))
+    return tuple(tuple(range(k * size, (k + 1) * size)) for k in range(count))
+
+
+def is_mesh_layout(groups: tuple[tuple[int, ...], ...], world: int) -> bool:
+    """Whether ``groups`` is one dimension of a 2-D mesh over ``world`` ranks (what ``mesh`` contracts pass)."""
+    return any(groups == mesh_layout(world, size, columns) for size in range(1, world + 1) if world % size == 0
+               for columns in (False, True))
+
 @dataclass(frozen=True)
 class Collective:
     """One kind of collective the harness checks (``--collective``); shapes are

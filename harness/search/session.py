@@ -35,7 +35,7 @@ from harness.core.checks import (
     precompute_reference,
 )
 from harness.core.compare import Violation
-from harness.core.contract import MAX_WORLD_SIZE
+from harness.core.contract import MAX_WORLD_SIZE, is_mesh_layout
 from harness.core.conventions import Call
 from harness.pool.faults import Outcome
 from harness.pool.pool import Pool
@@ -118,6 +118,8 @@ class _Session:
     resumed: int = 0
     #: The contract's smallest world: :meth:`fewest_ranks` goes no lower (a torchrun job has one size).
     fewest_world: int = 1
+    #: The contract passes a 2-D mesh's groups: :meth:`fewest_ranks` tries no layout that is none.
+    mesh: bool = False
     #: Where the search's batches run: the fuzz engine's sweep, the strata, draws run ahead.
     batches: BatchEngine = field(init=False)
 
@@ -233,8 +235,9 @@ class _Session:
         while True:
             for case in (c for r in range(smaller.case.world_size) for c in (smaller.case.without(r),
                                                                              smaller.case.merged(r))):
-                if case is None or case.world_size < self.fewest_world:
-                    continue
+                if (case is None or case.world_size < self.fewest_world
+                        or self.mesh and not is_mesh_layout(case.groups, case.world_size)):
+                    continue  # out of the contract: its failure would be no finding of the target's
                 self.progress.shrink_steps += 1
                 violations = [v for v in judge(case) if BUCKETS[v.property] == BUCKETS[finding.property]]
                 if violations and violations[0].kind not in _STALLS:
