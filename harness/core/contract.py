@@ -59,6 +59,7 @@ def is_mesh_layout(groups: tuple[tuple[int, ...], ...], world: int) -> bool:
     return any(groups == mesh_layout(world, size, columns) for size in range(1, world + 1) if world % size == 0
                for columns in (False, True))
 
+
 @dataclass(frozen=True)
 class Collective:
     """One kind of collective the harness checks (``--collective``); shapes are
