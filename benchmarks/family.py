@@ -10,7 +10,7 @@ Each row is checked as ``check_gather`` binds it (``benchmarks/paths.py``'s :fun
 profile's 100 examples, no example database, one shared pool).  The bug classes are the ones the
 all-reduce's contracts exist for: an identity backward where ``sum`` is claimed, a sum counted twice,
 an average without its 1/W, the global rank inside a subgroup, an in-place result that never reaches
-x, a split's backward that does not gather, a split by the global rank, a copy's backward without
+x (returned with ``async_op=True``'s handle too), a split's backward that does not gather, a split by the global rank, a copy's backward without
 its all-reduce, a broadcast's backward not reduced to the source, a broadcast telling its source by the
 group rank, a scatter's backward not gathering or given to every rank, a scatter telling its source
 by the group rank, a reduce's backward giving each rank its own cotangent or an all-reduce's, a
@@ -48,6 +48,8 @@ BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
         "tests.planted.family:global_rank_in_group", {**AR, "groups": True}, "values", 2),
     "in-place result never reaching x": (
         "tests.planted.family:in_place_forgets_a_dense_copy", AR, "values", 2),
+    "async in-place result never reaching x": (
+        "tests.planted.family:async_forgets_a_dense_copy", AR, "values", 2),
     "split backward not gathering": (
         "tests.planted.family:split_backward_not_gathering", {"collective": "split", "grad": "adjoint"}, "gradients",
         2),
@@ -82,6 +84,8 @@ CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "ours, mean": ("harness.ragged:all_reduce_mean", {**AR, "op": "mean", "grad": "mean"}),
     "ours, identity": ("harness.ragged:all_reduce_identity", {**AR, "grad": "identity"}),
     "in place, dense copy written back": ("tests.planted.family:in_place_dense", AR),
+    "async (out, handle)": ("tests.planted.family:async_pair", {**AR, "groups": True}),
+    "async handle alone, or a future": ("tests.planted.family:async_in_place", {**AR, "groups": True}),
     "ours, split": ("harness.ragged:split", {"collective": "split", "grad": "adjoint"}),
     "ours, copy": ("harness.ragged:copy_to_region", {"collective": "copy", "grad": "sum"}),
     "ours, broadcast": ("harness.ragged:broadcast", {"collective": "broadcast", "grad": "sum"}),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from harness.core.case import Case, RankSpec
 from harness.core.checks import UNCOUNTED_WRITE
 from harness.core.contract import COLLECTIVES, Contract
 from harness.core.errors import Misfit, UsageError
+from harness.core.outputs import settle
 from harness.ranks.targets import load
 from harness.report import minimal_repro, repro
 from harness.report.text import finding_message
@@ -90,6 +92,26 @@ def test_the_reduction_is_bound_by_name_as_a_reduce_op_or_as_funcols_string() ->
     assert ("reduceOp", "op_name") in funcols.positional + funcols.keywords
 
 
+class _Handle:
+    """A work handle's one method, counting its calls."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def wait(self) -> bool:
+        self.waits += 1
+        return True
+
+
+def test_a_result_with_its_work_handle_is_read_once_the_handle_is_waited_on() -> None:
+    """``async_op=True``: ``(out, handle)`` keeps its structure, a lone handle reads as None (the
+    result is in x); each handle is waited on once; a tensor (funcol's async tensors) is no handle."""
+    out, handle = torch.ones(2), _Handle()
+    assert settle((out, handle)) == ((out, handle), [handle]) and handle.waits == 1
+    assert settle(handle) == (None, [handle]) and handle.waits == 2
+    assert settle(out) == (out, []) and settle(None) == (None, [])
+
+
 # -- on ranks ------------------------------------------------------------------------------------------
 
 
@@ -109,6 +131,7 @@ def search(pool, name: str, **contract: object):
     ("mean_without_division", {"op": "mean", "grad": "mean"}, "values", 2),  # avg without its 1/W
     ("global_rank_in_group", {"groups": True}, "values", 2),  # the global rank in a subgroup
     ("in_place_forgets_a_dense_copy", {}, "values", 2),
+    ("async_forgets_a_dense_copy", {}, "values", 2),  # async_op=True: found once its handle is waited on
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_a_planted_all_reduce_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop,
                                                                             world) -> None:
@@ -208,6 +231,21 @@ def test_a_reduce_or_gather_to_one_rank_judges_the_destination_alone_and_sends_b
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("name", "code"), [("async_forgets_a_dense_copy", 1), ("async_in_place", 0)])
+def test_both_repros_of_an_async_all_reduce_wait_on_its_handle(name: str, code: int, tmp_path: Path) -> None:
+    """Each repro reads the result once the handle is waited on, as the ranks did: the dropped write-back
+    reproduces on a non-dense x, the correct twin (a future that writes back) does not."""
+    case = Case(ranks=(RankSpec((2, 3), values="normal", seed=1, layout="transposed"),) * 2, collective="all-reduce")
+    target = f"tests.planted.family:{name}"
+    call = replace(plan_call(load(target), roles=COLLECTIVES["all-reduce"].roles), waits=True)
+    finding = Finding("values", "mismatch", case, "(planted)", [], call=call)
+    faithful = repro.write(finding, target, tmp_path, timeout_s=10)
+    for path in (faithful, minimal_repro.write(finding, target, faithful, timeout_s=10, misuse=False)):
+        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == code, done.stdout + done.stderr
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "op", "code"), [("reduce_mean_without_division", "mean", 1),
                                                  ("reduce_others_anything", "sum", 0)])
 def test_both_repros_of_a_reduce_judge_the_destination_alone(name: str, op: str, code: int, tmp_path: Path) -> None:
@@ -246,6 +284,8 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:all_reduce_identity", {"grad": "identity"}),
     ("harness.ragged:all_reduce_min", {"op": "min"}),
     ("tests.planted.family:in_place_dense", {"groups": True}),
+    ("tests.planted.family:async_pair", {"groups": True}),  # (out, handle): read once waited on
+    ("tests.planted.family:async_in_place", {"groups": True}),  # a handle alone, or a future
     ("tests.planted.family:funcol_style", {"op": "avg", "grad": "mean"}),
     ("tests.planted.family:identity_backward", {"grad": "identity"}),
     ("tests.planted.family:mean_divided_first", {"op": "mean", "grad": "mean"}),  # the other order of a mean

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .outputs import settle
+
 #: The arguments the harness binds by a parameter's name: role -> the names that take it.
 ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "dim": ("dim", "gather_dim", "axis", "cat_dim", "concat_dim", "dimension"),
@@ -80,6 +82,9 @@ class Call:
     split_input: str = ""
     leading: tuple[tuple[str, str], ...] = ()
     compiled: bool = False
+    #: It returns a work handle with its result (``async_op=True``), which its caller waits on: the
+    #: probe saw one, and the minimal repro waits on it as the ranks do (:func:`~harness.core.outputs.settle`).
+    waits: bool = False
 
     def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
         for name in ("positional", "keywords", "kwargs", "leading"):
@@ -142,10 +147,12 @@ class Call:
 
     def invoke(self, target: Any, x: torch.Tensor, dim: int, group: Any = None, *, pass_group: bool = False,
                sizes: dict[str, list[int]] | None = None, scatter_dim: int | None = None, op: str = "sum",
-               root: int = 0) -> Any:
+               root: int = 0, waited: list[Any] | None = None) -> Any:
         """Call ``target`` on ``x`` this way; ``group`` ``None`` is the world group, ``sizes`` the
         case's split sizes for this rank by role (a fresh list per call), ``op`` its reduction,
-        ``root`` a broadcast's source as a group rank."""
+        ``root`` a broadcast's source as a group rank.  The result is read as its caller reads it
+        (:func:`~harness.core.outputs.settle`): a work handle returned with it is waited on first,
+        and appended to ``waited``."""
         passing = self.takes_group and self._passes("group", pass_group)
         if passing and group is None:
             group = dist.group.WORLD
@@ -154,7 +161,9 @@ class Call:
         first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
         args, kwargs = self.arguments(first, values.get, pass_group)
         function = compiled(target, self.apply) if self.compiled else target.apply if self.apply else target
-        result = function(*args, **kwargs)
+        result, handles = settle(function(*args, **kwargs))
+        if waited is not None:
+            waited.extend(handles)
         return values.outputs if result is None and values.outputs is not None else result  # filled, not returned
 
     def with_group_source(self) -> Call:

@@ -57,6 +57,26 @@ OUTPUTS: dict[str, Output] = {output.name: output for output in (
 )}
 
 
+def is_handle(item: Any) -> bool:
+    """Whether ``item`` is a work handle (what ``async_op=True`` returns) or a future: not a tensor,
+    and it has ``wait()`` (funcol's ``AsyncCollectiveTensor`` is a tensor, and waits when read)."""
+    import torch
+
+    return not isinstance(item, torch.Tensor) and callable(getattr(item, "wait", None))
+
+
+def settle(result: Any) -> tuple[Any, list[Any]]:
+    """``result`` as its caller reads it, and the handles waited on for that: a result that comes with
+    a work handle (``async_op=True``) is defined only once the handle is waited on, so every handle in
+    it is waited on first, as the caller must; a lone handle is read as ``None`` (the result is in x,
+    or in the list the target filled).  The structure is kept: ``(out, handle)`` reads as ``first``."""
+    items = list(result) if isinstance(result, (list, tuple)) else [result]
+    handles = [item for item in items if is_handle(item)]
+    for handle in handles:
+        handle.wait()
+    return (None if is_handle(result) else result), handles
+
+
 def describe_result(result: Any) -> str:
     """What came back, in a few words: ``a Tensor of shape (4,)``, ``a tuple of 2 Tensors``, ``a dict``."""
     import torch
@@ -103,7 +123,7 @@ def detect_output(result: Any, x: torch.Tensor, world: int, dim: int) -> str:
     if fits(result, "list", world):
         return "list"
     if result is None:
-        raise Misfit("returned None: a collective that leaves its result in its input, as dist.all_reduce(x) does, is "
+        raise Misfit("returned None (or a work handle alone): a collective that leaves its result in its input, as dist.all_reduce(x) does, is "
                      "checked with --collective all-reduce (collective=\"all-reduce\" from Python); a gather must "
                      "return its result")
     raise Misfit(f"returned {describe_result(result)}; no convention reads it (tensor: the concatenation; list: "

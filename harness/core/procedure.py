@@ -103,6 +103,9 @@ class RankResult:
     #: The target returned nothing and left its result in its input, as ``dist.all_reduce(x)`` does
     #: (a collective that may, :attr:`harness.core.contract.Collective.in_place`): x is the result.
     in_place: bool = False
+    #: The target returned a work handle with its result (``async_op=True``): it was waited on before
+    #: the result was read, as the caller must (:func:`harness.core.outputs.settle`).
+    waited: bool = False
     #: The input's version counter (``x._version``) before and after the first call: a call
     #: that writes into ``x`` in place bumps it, even when it writes the same values back.
     input_version: tuple[int, int] | None = None
@@ -202,8 +205,10 @@ def run_case(request: RunRequest, rank: int, target: Any, device: str) -> RankRe
         phase = "forward"
         started = time.perf_counter()
         def called_on(tensor: torch.Tensor) -> Any:
+            handles: list[Any] = []
             y = call.invoke(target, tensor, case.dim, group, pass_group=case.passes_group, sizes=sizes,
-                            scatter_dim=case.scatter_dim, op=case.op, root=case.root)
+                            scatter_dim=case.scatter_dim, op=case.op, root=case.root, waited=handles)
+            result.waited = result.waited or bool(handles)
             if y is None and COLLECTIVES[case.collective].in_place:  # dist.all_reduce(x): the result is x
                 result.in_place = True
                 return tensor

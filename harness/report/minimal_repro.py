@@ -369,6 +369,13 @@ class _Script:
         def add(*source: str) -> None:
             lines.extend(["", "", *source])
 
+        if self.finding.call.waits:
+            add("def waited(out):  # async_op=True: the result is read once its work handle is waited on",
+                "    handles = [h for h in (out if isinstance(out, (list, tuple)) else [out])",
+                "               if not isinstance(h, torch.Tensor) and callable(getattr(h, 'wait', None))]",
+                "    for handle in handles:",
+                "        handle.wait()",
+                "    return None if out in handles else out")
         if self.uses_raw:
             add("def raw(data, dtype, shape):  # exact bytes: NaN payloads, infinities, large tensors",
                 "    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=torch.uint8).view(dtype)"
@@ -487,6 +494,7 @@ def call_source(call: Call, x: str, case: Case) -> str:
     args += [f"{parameter}={value}" for parameter, value in kwargs.items()]
     function = "target.apply" if call.apply else "target"
     made = f"{f'torch.compile({function})' if call.compiled else function}({', '.join(args)})"
+    made = f"waited({made})" if call.waits else made
     # a target that fills the list and returns None gives the list, as Call.invoke reads it; one that
     # returns None and leaves its result in x (dist.all_reduce(x)) gives x, as run_case reads it
     if "output_list" in call.roles:

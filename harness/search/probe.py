@@ -178,6 +178,9 @@ def _probe(pool: Pool, target: str, contract: Contract, dtype: str, call: Call, 
             ran.append(outcome)
             if any(res is not None and res.in_place for res in outcome.results) and IN_PLACE_NOTE not in notes:
                 notes.append(IN_PLACE_NOTE)
+            if any(res is not None and res.waited for res in outcome.results) and not call.waits:
+                call = replace(call, waits=True)
+                notes.append(WAITED_NOTE)
         output = _agreed(readings, call, target)
     if graded:
         _check_differentiable(ran, contract, call)
@@ -323,8 +326,13 @@ def _not_a_gathers_shape(outcome: Outcome) -> bool:
 
 
 #: The note for a target that returns None and leaves its result in x (``dist.all_reduce(x)``).
-IN_PLACE_NOTE = ("it returns None and leaves its result in x, as dist.all_reduce(x) does: x after the call is read "
+IN_PLACE_NOTE = ("it returns None (or a work handle alone) and leaves its result in x, as dist.all_reduce(x) does: x after the call is read "
                  "as its result (in place), and its repeat calls run on fresh inputs")
+
+
+#: The note for a target that returns a work handle with its result (``async_op=True``).
+WAITED_NOTE = ("it returns a work handle with its result (async_op=True), as (out, handle) or the handle alone: the "
+               "handle is waited on before the result is read, as its caller must (handle.wait())")
 
 
 #: What a gather's failed probe is tried as (:func:`_check_the_collective`): the collective, what it

@@ -69,6 +69,28 @@ def in_place_forgets_a_dense_copy(x: torch.Tensor, group: Any = None) -> None:
     dist.all_reduce(target, group=group)
 
 
+def async_pair(x: torch.Tensor, group: Any = None) -> tuple[torch.Tensor, Any]:
+    """Correct, asynchronous: a dense copy of x all-reduced with ``async_op=True``, returned with its
+    handle, as flash-attention's ``all_reduce_raw(x, group, async_op=True)``; right once it is waited on."""
+    out = x.detach().clone(memory_format=torch.contiguous_format)
+    return out, dist.all_reduce(out, group=group, async_op=True)
+
+
+def async_in_place(x: torch.Tensor, group: Any = None) -> Any:
+    """Correct, asynchronous and in place: returns only a handle; a non-dense x is reduced as a dense
+    copy that a callback writes back, so its handle is a future (``get_future().then``, as DDP's hooks)."""
+    if x.is_contiguous():
+        return dist.all_reduce(x, group=group, async_op=True)
+    dense = x.contiguous()
+    return dist.all_reduce(dense, group=group, async_op=True).get_future().then(lambda _: x.copy_(dense))
+
+
+def async_forgets_a_dense_copy(x: torch.Tensor, group: Any = None) -> Any:
+    """:func:`async_in_place` without its write-back: a non-dense x never gets the result."""
+    target = x if x.is_contiguous() else x.contiguous()
+    return dist.all_reduce(target, group=group, async_op=True)
+
+
 class ReduceFromRegion(torch.autograd.Function):
     """Megatron's ``_ReduceFromModelParallelRegion`` as published: forward all-reduces its input in
     place and returns it, backward is the identity."""
