@@ -14,7 +14,8 @@ x (returned with ``async_op=True``'s handle too), a split's backward that does n
 its all-reduce, a broadcast's backward not reduced to the source, a broadcast telling its source by the
 group rank, a scatter's backward not gathering or given to every rank, a scatter telling its source
 by the group rank, a reduce's backward giving each rank its own cotangent or an all-reduce's, a
-reduce to an average without its 1/W, a gather-to's backward with a gather's local contract.
+reduce to an average without its 1/W, a gather-to's backward with a gather's local contract; c10d's
+``dist.gather`` and ``dist.scatter`` as written (lists at the root alone) filling or sending in the wrong order.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from harness.report.text import markdown_table, text_table  # noqa: E402
 AR = {"collective": "all-reduce"}
 SCATTER = {"collective": "scatter", "grad": "adjoint"}
 REDUCE = {"collective": "reduce", "grad": "adjoint"}
+#: What gloo's gather moves (it raises on complex: a finding of its own, found before a planted bug).
+C10D_GATHER_DTYPES = ("bool", "uint8", "int32", "int64", "float16", "float32", "float64")
 #: bug class -> (target, option values, the property found, the smallest world at which it fails)
 BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
     "identity backward where sum is claimed": (
@@ -75,6 +78,12 @@ BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
         "tests.planted.family:reduce_backward_all_reduced", REDUCE, "gradients", 2),
     "reduce to an avg without its 1/W": (
         "tests.planted.family:reduce_mean_without_division", {"collective": "reduce", "op": "mean"}, "values", 2),
+    "dist.gather as written, its list reversed": (
+        "tests.planted.family:gather_list_reversed", {"collective": "gather-to", "groups": True,
+                                                       "dtypes": C10D_GATHER_DTYPES}, "values", 2),
+    "dist.scatter as written, its pieces rotated": (
+        "tests.planted.family:scatter_list_rotated", {"collective": "scatter", "ragged": False, "groups": True},
+        "values", 2),
     "gather-to backward: a gather's local": (
         "tests.planted.family:gather_to_backward_own_slot", {"collective": "gather-to", "grad": "adjoint"},
         "gradients", 2),
@@ -92,6 +101,12 @@ CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "ours, scatter": ("harness.ragged:scatter", SCATTER),
     "ours, reduce": ("harness.ragged:reduce", REDUCE),
     "ours, gather-to": ("harness.ragged:gather_to", {"collective": "gather-to", "grad": "adjoint"}),
+    "dist.gather as written (no complex: gloo's gather raises)": (
+        "torch.distributed:gather", {"collective": "gather-to", "groups": True, "dst": 1, "world_sizes": (2, 4),
+                                     "dtypes": C10D_GATHER_DTYPES}),
+    "dist.scatter as written, its pieces dense": (
+        "tests.planted.family:scatter_dense", {"collective": "scatter", "ragged": False, "groups": True, "src": 1,
+                                                "world_sizes": (2, 4)}),
     "reduce, the others returning 42s": ("tests.planted.family:reduce_others_anything", REDUCE),
 }
 

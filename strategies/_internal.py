@@ -270,7 +270,11 @@ def as_collective(case: Case, contract: Contract) -> Case:
         return _relaid(case, contract)
     if contract.collective == "all-to-all":
         ranks = tuple(_sends(case, r, contract.ragged_cases) for r in range(case.world_size))
-    case = dataclasses.replace(case, groups=_with_a_root(case, contract.root))
+    rooted = dataclasses.replace(case, groups=_with_a_root(case, contract.root))
+    if not contract.ragged_cases and rooted.is_ragged and not case.is_ragged:  # an idle rank joined the world
+        shape = case.ranks[case.layout()[0][0]].shape  # a member's: its filler length would make the case ragged
+        ranks = tuple(dataclasses.replace(spec, shape=shape) for spec in ranks)
+    case = rooted
     if contract.kind.dimless:
         ranks = tuple(_shaped_as_its_group(case, r) for r in range(case.world_size))
     return dataclasses.replace(case, ranks=ranks, collective=contract.collective, op=contract.op, root=contract.root)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from harness.reference import expected_grad, expected_output, within_bound
 
 from harness.core.binding import plan_call
@@ -20,6 +21,7 @@ from harness.core.checks import UNCOUNTED_WRITE
 from harness.core.contract import COLLECTIVES, Contract
 from harness.core.errors import Misfit, UsageError
 from harness.core.outputs import settle
+from harness.ragged import scatter as harness_scatter
 from harness.ranks.targets import load
 from harness.report import minimal_repro, repro
 from harness.report.text import finding_message
@@ -101,6 +103,18 @@ class _Handle:
     def wait(self) -> bool:
         self.waits += 1
         return True
+
+
+def test_c10d_gather_and_scatter_are_called_as_written_with_their_lists_at_the_root_alone() -> None:
+    """``dist.gather(tensor, gather_list, dst)``: x first, the list to fill by name; ``dist.scatter(tensor,
+    scatter_list, src)``: the output slot first, x's pieces next (None off the source)."""
+    gather = plan_call(dist.gather, roles=COLLECTIVES["gather-to"].roles)
+    assert gather.describe() == "gather(x, gather_list=gather_list, dst=dst, group=group)"
+    scatter = plan_call(dist.scatter, roles=COLLECTIVES["scatter"].roles)
+    assert scatter.describe() == ("scatter(output_slot, list(x.split(split_sizes, dim)) if rank == src else None, "
+                                  "src=src, group=group)")
+    assert scatter.x_at_source and scatter.leading == (("tensor", "output_slot"),)
+    assert not plan_call(harness_scatter, roles=COLLECTIVES["scatter"].roles).x_at_source  # (x, dim, split_sizes)
 
 
 def test_a_result_with_its_work_handle_is_read_once_the_handle_is_waited_on() -> None:
@@ -193,6 +207,9 @@ GATHER_TO = {"collective": "gather-to", "grad": "adjoint"}
     ("scatter_backward_not_gathering", SCATTER, "gradients", 2),
     ("scatter_backward_everywhere", SCATTER, "gradients", 2),
     ("scatter_source_by_group_rank", {**SCATTER, "groups": True}, "gradients", 2),  # the global rank in a subgroup
+    ("gather_list_reversed", {"collective": "gather-to", "groups": True, "dtypes": ("int64", "float32")}, "values",
+     2),  # dist.gather as written
+    ("scatter_list_rotated", {"collective": "scatter", "ragged": False, "groups": True}, "values", 2),  # dist.scatter's
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_a_planted_rooted_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop, world) -> None:
     findings = search(pool, name, **contract)
@@ -298,6 +315,12 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:reduce", {**REDUCE, "op": "mean", "groups": True}),
     ("harness.ragged:gather_to", {**GATHER_TO, "dst": 1, "world_sizes": (2, 3)}),
     ("tests.planted.family:reduce_others_anything", {**REDUCE, "groups": True}),  # the others are not judged
+    # c10d's as written: the destination's gather_list filled (None elsewhere); the output slot first, the pieces
+    # at the source alone (scatter_dense: each piece dense, as gloo needs); complex raises in gloo's gather
+    ("torch.distributed:gather", {"collective": "gather-to", "groups": True, "dst": 1, "world_sizes": (2, 3),
+                                  "dtypes": ("bool", "int64", "float32", "float64")}),
+    ("tests.planted.family:scatter_dense", {"collective": "scatter", "ragged": False, "groups": True, "src": 1,
+                                            "world_sizes": (2, 4)}),
 ])
 def test_correct_ones_pass(pool, target: str, contract: dict) -> None:
     report = run_check(target, Contract(**{**AR, **contract}), max_examples=BUDGET, timeout_s=TIMEOUT_S, pool=pool)

@@ -351,6 +351,18 @@ def test_every_stratum_shrinks_among_the_dtypes_drawn_only(collective: str) -> N
                  random=Random(0))
 
 
+@pytest.mark.parametrize("contract", [Contract(collective="gather-to", dst=1, groups=True, ragged=False, world_sizes=(2, 4)),
+                                      Contract(collective="scatter", src=1, groups=True, ragged=False, world_sizes=(2, 4))],
+                         ids=["gather-to dst=1", "scatter src=1"])
+def test_an_equal_only_rooted_contracts_strata_are_never_ragged(contract: Contract) -> None:
+    """A layout with no group that holds the root becomes the world: a rank idle before (holding a
+    filler length) joins, and takes a member's shape, or the case would be ragged out of contract
+    (measured: dist.gather at --dst 1 got a desync of the harness's making)."""
+    for seed in range(4):
+        for layer in strategies.strata(contract=contract, dtypes=("float32",), backend="gloo", device="cpu", seed=seed):
+            assert not layer.case.is_ragged, layer.case.describe()
+
+
 # -- the pairwise schedule ------------------------------------------------------------------------------
 
 GLOO_DTYPES = tuple(d for d in ALL_DTYPES if d != "int16")

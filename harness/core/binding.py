@@ -157,6 +157,9 @@ class _Planner:
         leading = self._leading(parameters)  # f(group, x, ...), f(rank, world_size, outputs, inputs)
         if leading:
             first = parameters[len(leading)]
+        pieces = self._pieces_at_source(parameters, first)
+        if pieces is not None:  # dist.scatter(tensor, scatter_list, src): the output slot first, x's pieces next
+            leading, first = [*leading, (first.name, "output_slot")], pieces
         if first.name in _OUTPUT_NAMES:
             raise Misfit(f"{self.written}: x would go to {first.name!r}, which names an output the caller allocates; "
                          f"the harness fills only an all-to-all's output list ({', '.join(ROLE_NAMES['output_list'])}) "
@@ -165,7 +168,7 @@ class _Planner:
                          f"return out")
         rest = [p for p in parameters[parameters.index(first) + 1:] if p.kind not in _VARIADIC]
         roles = self._bind(first, rest, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters))
-        split_input = self.list_role if self.list_role and _takes_list(first) else ""
+        split_input = self.list_role if self.list_role and (_takes_list(first) or pieces is not None) else ""
         self._check_dims(first, rest, roles)
         if "scatter_dim" in roles.values() and "output_list" in [*roles.values(), *(role for _, role in leading)]:
             raise Misfit(f"{self.written} takes a re-layout's two dims and an output list to fill: the harness "
@@ -185,7 +188,16 @@ class _Planner:
                     and (positional[-1:] == [(group.name, "group")] or (group.name, "group") in keywords))
         return Call(name=self.name, positional=tuple(positional), keywords=tuple(keywords + extra),
                     kwargs=self.kwargs, group_optional=optional, apply=self.apply, module=self.module,
-                    signature=self.written, split_input=split_input, leading=tuple(leading))
+                    signature=self.written, split_input=split_input, leading=tuple(leading),
+                    x_at_source=pieces is not None)
+
+    def _pieces_at_source(self, parameters: list[inspect.Parameter],
+                          first: inspect.Parameter) -> inspect.Parameter | None:
+        """The parameter right after ``first`` named like a scatter's list of pieces at the source
+        (``dist.scatter(tensor, scatter_list, src)``: ``first`` is then the output to fill), if any."""
+        after = parameters[parameters.index(first) + 1:parameters.index(first) + 2]
+        taken_by = self.names.get("scatter_list", ())
+        return after[0] if after and after[0].name in taken_by and after[0].kind in _POSITIONAL else None
 
     def _unnamed(self, needs_group: bool) -> Call:
         accepts = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in self.signature.parameters.values())
@@ -358,7 +370,8 @@ _ROLE_WHAT = {"dim": "a dim", "group": "a group", "rank": "the rank", "world_siz
               "output_split_sizes": "the sizes received", "output_list": "an output list to fill",
               "scatter_dim": "a re-layout's scatter dim", "op": "the reduction", "op_name": "the reduction",
               "src": "the source", "src_group": "the source", "dst": "the destination",
-              "dst_group": "the destination"}
+              "dst_group": "the destination", "gather_list": "the destination's list to fill",
+              "scatter_list": "the source's pieces of x", "output_slot": "the output slot to fill"}
 
 
 def _bound_by_name(names: dict[str, tuple[str, ...]]) -> str:
@@ -384,4 +397,7 @@ _ROLE_SOURCE = {
     "src_group": "--src, the source's rank in the group passed",
     "dst": "--dst, the destination's group rank, passed as its global rank (--src-rank group: as the group rank)",
     "dst_group": "--dst, the destination's rank in the group passed",
+    "gather_list": "one empty tensor like x per member at the destination (None on the others), for the target to fill",
+    "scatter_list": "x split into the members' slots at the source (None on the others)",
+    "output_slot": "an empty tensor of this member's slot, for the target to fill",
 }

@@ -127,14 +127,14 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                grads=("sum",), outputs=("tensor", "first"), roles=("src",), dimless=True, in_place=True, rooted=True),
     Collective("scatter", "slot r of the source's x, group rank --src (slots: split_sizes, equal by default; the "
                "other members' x are not read)", grads=("adjoint",), outputs=("tensor", "first"),
-               roles=("split_sizes", "src"), slotted=True, rooted=True),
+               roles=("split_sizes", "src", "scatter_list"), slotted=True, rooted=True),
     Collective("reduce", "the reduction over ranks of their x where r is the destination, group rank --dst (every "
                "member holds x of one shape; the other members' results are not judged)", grads=("adjoint",),
                outputs=("tensor", "first"), roles=("op", "dst"), ops=("sum", "mean", "max", "min"), dimless=True,
                in_place=True, to_root=True),
     Collective("gather-to", "the concatenation along dim of every rank's x where r is the destination, group rank "
                "--dst (the other members' results are not judged)", grads=("adjoint",),
-               outputs=("tensor", "list", "stack", "first"), roles=("dst",), to_root=True),
+               outputs=("tensor", "list", "stack", "first"), roles=("dst", "gather_list"), to_root=True),
 )}
 #: How a target takes its source or destination (``--src-rank``): as a global rank (c10d's
 #: ``dist.broadcast(x, src)``, ``torch.distributed.nn.functional.broadcast``) or as a rank in the group

@@ -37,6 +37,8 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "op": ("op", "reduceOp", "reduce_op", "reduction"),
     "src": ("src", "root", "src_rank", "source", "group_src"),
     "dst": ("dst", "root", "dst_rank", "destination", "group_dst"),
+    "gather_list": ("gather_list",),
+    "scatter_list": ("scatter_list",),
 }
 #: The roles of a rooted collective's root passed as a global rank (c10d's convention), and the role
 #: each takes passed as the rank in the group (``--src-rank group``, or a ``group_src``/``group_dst`` parameter).
@@ -85,6 +87,8 @@ class Call:
     #: It returns a work handle with its result (``async_op=True``), which its caller waits on: the
     #: probe saw one, and the minimal repro waits on it as the ranks do (:func:`~harness.core.outputs.settle`).
     waits: bool = False
+    #: x goes in at the source alone, ``None`` on the other members: ``dist.scatter``'s ``scatter_list``.
+    x_at_source: bool = False
 
     def __post_init__(self) -> None:  # from JSON, pairs arrive as lists
         for name in ("positional", "keywords", "kwargs", "leading"):
@@ -126,6 +130,7 @@ class Call:
     def describe(self, pass_group: bool = True) -> str:
         """The call as made, e.g. ``AllGatherGrad.apply(x, group)`` or ``gather(x, dim, rank=rank)``."""
         first = f"list(x.split({self.split_input}, dim))" if self.split_input else "x"
+        first = f"{first} if rank == src else None" if self.x_at_source else first
         args, kwargs = self.arguments(first, self._shown, pass_group)
         name = f"torch.compile({self.name})" if self.compiled else self.name
         return f"{name}({', '.join(args + [f'{key}={value}' for key, value in kwargs.items()])})"
@@ -158,7 +163,9 @@ class Call:
             group = dist.group.WORLD
         values = _Values(dim, group if passing else None, dict(self.kwargs), sizes or {}, x, scatter_dim, op, root)
         split = dim if scatter_dim is None else scatter_dim
-        first = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
+        first: Any = list(x.split(values.get("", self.split_input), split)) if self.split_input else x
+        if self.x_at_source and not values.at_root():
+            first = None
         args, kwargs = self.arguments(first, values.get, pass_group)
         function = compiled(target, self.apply) if self.compiled else target.apply if self.apply else target
         result, handles = settle(function(*args, **kwargs))
@@ -204,8 +211,13 @@ class _Values:
         #: A source or a destination as a rank of :attr:`group` (the world where none is passed).
         self.root = root
         self.scatter_dim = dim if scatter_dim is None else scatter_dim
-        #: The output list given to the target to fill, if it takes one: what it returns, when it returns None.
-        self.outputs: list[torch.Tensor] | None = None
+        #: The output given to the target to fill, if it takes one (a list, or ``dist.scatter``'s slot
+        #: tensor): what it returns, when it returns None.
+        self.outputs: list[torch.Tensor] | torch.Tensor | None = None
+
+    def at_root(self) -> bool:
+        """Whether this rank is the source or the destination (:attr:`root`, a rank of :attr:`group`)."""
+        return dist.get_rank(self.group) == self.root
 
     def get(self, parameter: str, role: str) -> Any:
         if role == "dim":
@@ -217,6 +229,14 @@ class _Values:
         if role == "output_list" and self.x is not None:
             self.outputs = [self.x.new_empty(rows_shape(self.x.shape, self.dim, n))
                             for n in self.sizes["output_split_sizes"]]
+            return self.outputs
+        if role == "gather_list":  # dist.gather's: one piece like x per member at the destination, None elsewhere
+            self.outputs = [self.x.new_empty(self.x.shape) for _ in range(dist.get_world_size(self.group))] if (
+                self.x is not None and self.at_root()) else None
+            return self.outputs
+        if role == "output_slot" and self.x is not None:  # dist.scatter's output: this member's slot, to fill
+            self.outputs = self.x.new_empty(rows_shape(self.x.shape, self.dim,
+                                                       self.sizes["split_sizes"][dist.get_rank(self.group)]))
             return self.outputs
         if role == "group":
             return self.group

@@ -485,10 +485,20 @@ def call_source(call: Call, x: str, case: Case) -> str:
     if "output_list" in call.roles:  # one empty piece per member, which the target fills
         values["output_list"] = (f"(outs := [{x}.new_empty([n if k == {case.dim} % {x}.ndim else s for k, s in "
                                  f"enumerate({x}.shape)]) for n in {values['output_split_sizes']}])")
+    at_root = f"dist.get_rank({group}) == {case.root}"
+    if "gather_list" in call.roles:  # dist.gather's: one piece like x per member at the destination
+        values["gather_list"] = (f"(outs := [{x}.new_empty({x}.shape) for _ in range(dist.get_world_size({group}))] "
+                                 f"if {at_root} else None)")
+    if "output_slot" in call.roles:  # dist.scatter's output: this member's slot
+        length = f"{values['split_sizes']}[dist.get_rank({group})]"
+        values["output_slot"] = (f"(outs := {x}.new_empty([{length} if k == {case.dim} % {x}.ndim else s "
+                                 f"for k, s in enumerate({x}.shape)]))")
     fixed = dict(call.kwargs)
     source = x
     if call.split_input:  # the target takes x as a list of its pieces
         source = f"list({x}.split({values[call.split_input]}, {case.dim if case.scatter_dim is None else case.scatter_dim}))"
+    if call.x_at_source:  # dist.scatter's scatter_list: at the source alone
+        source = f"({source} if {at_root} else None)"
     args, kwargs = call.arguments(source, lambda parameter, role: fixed[parameter] if role == FIXED else values[role],
                                   passing)
     args += [f"{parameter}={value}" for parameter, value in kwargs.items()]
@@ -497,7 +507,7 @@ def call_source(call: Call, x: str, case: Case) -> str:
     made = f"waited({made})" if call.waits else made
     # a target that fills the list and returns None gives the list, as Call.invoke reads it; one that
     # returns None and leaves its result in x (dist.all_reduce(x)) gives x, as run_case reads it
-    if "output_list" in call.roles:
+    if {"output_list", "gather_list", "output_slot"}.intersection(call.roles):
         return f"(lambda out: outs if out is None else out)({made})"
     return f"(lambda out: {x} if out is None else out)({made})" if COLLECTIVES[case.collective].in_place else made
 

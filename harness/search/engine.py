@@ -133,7 +133,8 @@ def run_check(
                             f"{target}|{contract.describe()}".encode())
     session = _Session(pool, target, probed.convention.call, contract.bits, search, active, on_example,
                        collections.Counter() if search.track_semantics else None,
-                       fewest_world=contract.world_sizes[0], mesh=contract.mesh)
+                       fewest_world=contract.world_sizes[0], mesh=contract.mesh,
+                       ragged=contract.ragged_cases)
     budget = search.max_examples or active.max_examples
     deadline = None if search.duration_s is None else time.monotonic() + search.duration_s
     if probed.failed is not None:

@@ -191,6 +191,10 @@ def _probe(pool: Pool, target: str, contract: Contract, dtype: str, call: Call, 
     if OUTPUTS[output].stacked and contract.ragged:
         implied = replace(implied, ragged=False)
         notes.append("a stacked (W, ...) result needs equal shapes: only equal lengths are checked (--no-ragged)")
+    if "gather_list" in call.roles and implied.ragged:
+        implied = replace(implied, ragged=False)
+        notes.append(f"{call.name} fills a gather_list of pieces like x, as c10d's gather takes them (one size on "
+                     f"every member): only equal lengths are checked (--no-ragged)")
     return Probe(replace(implied, output=output),
                  Convention(call, output, not declared, call.forms(groups=always)), notes)
 

@@ -120,6 +120,9 @@ class _Session:
     fewest_world: int = 1
     #: The contract passes a 2-D mesh's groups: :meth:`fewest_ranks` tries no layout that is none.
     mesh: bool = False
+    #: The contract's cases may be ragged: else :meth:`fewest_ranks` tries no ragged case (a length
+    #: moved onto another member, a rank that held a filler length joining a group).
+    ragged: bool = True
     #: Where the search's batches run: the fuzz engine's sweep, the strata, draws run ahead.
     batches: BatchEngine = field(init=False)
 
@@ -235,7 +238,7 @@ class _Session:
         while True:
             for case in (c for r in range(smaller.case.world_size) for c in (smaller.case.without(r),
                                                                              smaller.case.merged(r))):
-                if (case is None or case.world_size < self.fewest_world
+                if (case is None or case.world_size < self.fewest_world or not self.ragged and case.is_ragged
                         or self.mesh and not is_mesh_layout(case.groups, case.world_size)):
                     continue  # out of the contract: its failure would be no finding of the target's
                 self.progress.shrink_steps += 1

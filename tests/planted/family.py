@@ -315,3 +315,26 @@ def scatter_source_by_group_rank(x: torch.Tensor, dim: int, split_sizes: list[in
     """A scatter whose backward finds the source by comparing the global ``src`` with the group rank
     (as torch.distributed.nn.functional's scatter and gather do)."""
     return _RootedGrad.apply(x, lambda t: scatter(t, dim, split_sizes, src, group), src, group, "group rank", dim)
+
+
+def gather_list_reversed(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, dst: int = 0,
+                         group: Any = None) -> None:
+    """``dist.gather``'s signature, as written (the destination's list filled, None elsewhere), the
+    list then reversed: the members' pieces in the wrong order."""
+    dist.gather(tensor, gather_list, dst=dst, group=group)
+    if gather_list is not None:
+        gather_list.reverse()
+
+
+def scatter_dense(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None, src: int = 0,
+                  group: Any = None) -> None:
+    """Correct: ``dist.scatter``'s signature, as written (the output first, the pieces at the source
+    alone), each piece made dense first (gloo scatters a view's storage, pytorch #192920)."""
+    dist.scatter(tensor, None if scatter_list is None else [p.contiguous() for p in scatter_list], src=src, group=group)
+
+
+def scatter_list_rotated(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None, src: int = 0,
+                         group: Any = None) -> None:
+    """:func:`scatter_dense` sending each member the next member's piece."""
+    pieces = None if scatter_list is None else [p.contiguous() for p in scatter_list[1:] + scatter_list[:1]]
+    dist.scatter(tensor, pieces, src=src, group=group)
