@@ -9,7 +9,7 @@ Run from the repository root::
 Each row is checked as ``check_gather`` binds it (``benchmarks/paths.py``'s :func:`check`: the ``ci``
 profile's 100 examples, no example database, one shared pool).  The bug classes are the ones the
 all-reduce's contracts exist for: an identity backward where ``sum`` is claimed, a sum counted twice,
-an average without its 1/W, the global rank inside a subgroup, an in-place result that never reaches
+an average without its 1/W, one bitwise reduction for another, the global rank inside a subgroup, an in-place result that never reaches
 x (returned with ``async_op=True``'s handle too), a split's backward that does not gather, a split by the global rank, a copy's backward without
 its all-reduce, a broadcast's backward not reduced to the source, a broadcast telling its source by the
 group rank, a scatter's backward not gathering or given to every rank, a scatter telling its source
@@ -53,6 +53,8 @@ BUGS: dict[str, tuple[str, dict[str, object], str, int]] = {
         "tests.planted.family:in_place_forgets_a_dense_copy", AR, "values", 2),
     "async in-place result never reaching x": (
         "tests.planted.family:async_forgets_a_dense_copy", AR, "values", 2),
+    "bor reduced as bxor": (
+        "tests.planted.family:bitwise_or_as_xor", {**AR, "op": "bor"}, "values", 2),
     "split backward not gathering": (
         "tests.planted.family:split_backward_not_gathering", {"collective": "split", "grad": "adjoint"}, "gradients",
         2),
@@ -93,6 +95,8 @@ CORRECT: dict[str, tuple[str, dict[str, object]]] = {
     "ours, mean": ("harness.ragged:all_reduce_mean", {**AR, "op": "mean", "grad": "mean"}),
     "ours, identity": ("harness.ragged:all_reduce_identity", {**AR, "grad": "identity"}),
     "in place, dense copy written back": ("tests.planted.family:in_place_dense", AR),
+    "ours, product (integers)": ("harness.ragged:all_reduce", {**AR, "op": "product", "groups": True}),
+    "ours, bxor": ("harness.ragged:all_reduce", {**AR, "op": "bxor", "groups": True}),
     "async (out, handle)": ("tests.planted.family:async_pair", {**AR, "groups": True}),
     "async handle alone, or a future": ("tests.planted.family:async_in_place", {**AR, "groups": True}),
     "ours, split": ("harness.ragged:split", {"collective": "split", "grad": "adjoint"}),

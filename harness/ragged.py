@@ -334,17 +334,19 @@ def relayout(x: torch.Tensor, scatter_dim: int, gather_dim: int, group: ProcessG
 
 # -- all-reduce --------------------------------------------------------------------------------------
 
-ALL_REDUCE_OPS: dict[str, str] = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}
+ALL_REDUCE_OPS: dict[str, str] = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN", "product": "PRODUCT",
+                                  "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 ALL_REDUCE_GRADS: tuple[str, ...] = ("identity", "sum", "mean")
 
 
 def all_reduce(x: torch.Tensor, *, op: str = "sum", grad: str = "sum",
                group: ProcessGroup | None = None) -> torch.Tensor:
     """Every rank gets the reduction over ranks of their ``x`` (one shape on every rank), as a fresh
-    tensor; ``x`` is never written.  ``op``: ``sum``, ``mean`` (the sum / W), ``max`` or ``min``.
+    tensor; ``x`` is never written.  ``op``: ``sum``, ``mean`` (the sum / W), ``max``, ``min``,
+    ``product`` or a bitwise ``band``, ``bor``, ``bxor`` (integers).
     ``grad``: ``sum`` (the all-reduce of the cotangents: every rank's loss uses the result),
     ``mean`` (their mean) or ``identity`` (each rank its own cotangent: Megatron's
-    reduce-from-region, where the ranks' losses are one loss); a max or min has none.
+    reduce-from-region, where the ranks' losses are one loss); a max, min, product or bitwise one has none.
     """
     if op not in ALL_REDUCE_OPS:
         raise ValueError(f"op must be one of {', '.join(ALL_REDUCE_OPS)}, got {op!r}")
@@ -396,7 +398,7 @@ class _AllReduce(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, cotangent: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        if ctx.op in ("max", "min"):
+        if ctx.op not in ("sum", "mean"):
             raise RuntimeError(f"all_reduce: op={ctx.op!r} has no gradient")
         if ctx.grad == "identity":
             return cotangent.clone(memory_format=torch.contiguous_format), None, None, None

@@ -12,6 +12,7 @@ sum is exact whatever the order, else (W-1)·eps·A + ½·ulp for ``sum`` (A the
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -20,6 +21,9 @@ import torch
 from ..core.case import Case, input_values, make_cotangent, torch_dtype
 from ..core.contract import COLLECTIVES, DIFFERENTIABLE_DTYPES
 from ..core.outputs import OUTPUTS
+
+#: The bitwise reductions, as torch computes them one pair at a time (integers: exact in any order).
+_BITWISE = {"band": torch.bitwise_and, "bor": torch.bitwise_or, "bxor": torch.bitwise_xor}
 
 __all__ = ["ExpectedGrad", "expected_grad", "expected_output", "expected_pieces", "expected_reduction",
            "within_bound"]
@@ -91,8 +95,8 @@ def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> tor
 
     Float ``sum`` and ``mean`` are judged within the bound of the module docstring (the same
     as a gradient's ``sum`` and ``mean`` contracts: a reduction in any order or tree is
-    right); integer sums wrap, as every backend adds them, and ``max`` is exact: both are a
-    plain tensor.
+    right); integer sums and products wrap, as every backend computes them, and ``max``,
+    ``min`` and the bitwise ones are exact: each is a plain tensor.
     """
     members = case.members(rank)
     slots = torch.stack([_reduced_part(input_values(case, s, companion=companion), case, rank) for s in members])
@@ -100,6 +104,10 @@ def expected_reduction(case: Case, rank: int, *, companion: bool = False) -> tor
         return slots.amax(0)
     if case.op == "min":
         return slots.amin(0)
+    if case.op == "product":  # integers: exact, wrapping as the dtype's multiplication does
+        return slots.to(torch.int64).prod(0).to(slots.dtype)
+    if case.op in _BITWISE:
+        return functools.reduce(_BITWISE[case.op], slots.unbind(0))
     if not (slots.is_floating_point() or slots.is_complex()):
         return slots.sum(0, dtype=torch.int64).to(slots.dtype)
     return _bounded(torch.stack([_parts(slot) for slot in slots]), len(members) if case.op == "mean" else 1,

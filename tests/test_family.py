@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from harness.reference import expected_grad, expected_output, within_bound
+from harness.reference import expected_grad, expected_output, expected_pieces, within_bound
 
 from harness.core.binding import plan_call
-from harness.core.case import Case, RankSpec
+from harness.core.case import Case, RankSpec, input_values
 from harness.core.checks import UNCOUNTED_WRITE
 from harness.core.contract import COLLECTIVES, Contract
 from harness.core.errors import Misfit, UsageError
@@ -68,6 +68,26 @@ def test_the_gradient_contracts_are_the_own_cotangent_their_sum_and_their_mean(c
         want = sum(t.to(torch.float64) for t in terms) / divisor
         got = expected_grad(case, rank, contract)
         assert bool(within_bound(want, got).all())
+
+
+@pytest.mark.parametrize(("op", "combine"), [
+    ("product", lambda a, b: a * b), ("band", torch.bitwise_and), ("bor", torch.bitwise_or),
+    ("bxor", torch.bitwise_xor)])
+def test_an_integer_product_wraps_and_the_bitwise_reductions_are_exact(op: str, combine) -> None:
+    case = ar_case(world=3, op=op, dtype="int8", grad="none")
+    inputs = [input_values(case, r) for r in range(3)]
+    want = combine(combine(inputs[0], inputs[1]), inputs[2])  # int8 arithmetic: a product wraps
+    assert all(torch.equal(expected_pieces(case, r)[0], want) for r in range(3))
+
+
+def test_a_product_or_bitwise_reduction_is_refused_where_it_has_no_meaning() -> None:
+    with pytest.raises(UsageError, match="--op product --grad sum: a product has no gradient contract"):
+        Contract(collective="all-reduce", op="product", grad="sum", dtypes=("int64",))
+    with pytest.raises(UsageError, match="product is not defined for float32"):
+        Contract(collective="all-reduce", op="product", dtypes=("float32",))
+    with pytest.raises(UsageError, match="NCCL has no bitwise reduction"):
+        Contract(collective="all-reduce", op="bxor", backends=("nccl",), devices=("cuda",))
+    assert Contract(collective="reduce", op="band").dtypes == ("uint8", "int8", "int16", "int32", "int64")
 
 
 def test_an_all_reduce_contract_refuses_what_has_no_meaning_naming_what_fits() -> None:
@@ -146,6 +166,7 @@ def search(pool, name: str, **contract: object):
     ("global_rank_in_group", {"groups": True}, "values", 2),  # the global rank in a subgroup
     ("in_place_forgets_a_dense_copy", {}, "values", 2),
     ("async_forgets_a_dense_copy", {}, "values", 2),  # async_op=True: found once its handle is waited on
+    ("bitwise_or_as_xor", {"op": "bor"}, "values", 2),  # one reduction for another, told by name
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_a_planted_all_reduce_bug_is_found_and_shrunk_to_its_smallest_world(pool, name, contract, prop,
                                                                             world) -> None:
@@ -300,6 +321,9 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:all_reduce_mean", {"op": "mean", "grad": "mean"}),
     ("harness.ragged:all_reduce_identity", {"grad": "identity"}),
     ("harness.ragged:all_reduce_min", {"op": "min"}),
+    ("harness.ragged:all_reduce", {"op": "product", "groups": True}),  # integers: wrapping
+    ("harness.ragged:all_reduce", {"op": "bxor"}),
+    ("tests.planted.family:bitwise_or_as_xor", {"op": "band"}),  # right for every reduction but bor
     ("tests.planted.family:in_place_dense", {"groups": True}),
     ("tests.planted.family:async_pair", {"groups": True}),  # (out, handle): read once waited on
     ("tests.planted.family:async_in_place", {"groups": True}),  # a handle alone, or a future

@@ -392,7 +392,7 @@ _ROLE_SOURCE = {
     "output_split_sizes": "the rows each member sends this rank, from each case",
     "output_list": "one empty tensor per member, of the rows it sends this rank, for the target to fill",
     "op": "--op, as a ReduceOp",
-    "op_name": "--op, as funcol's string ('sum', 'avg', 'max', 'min')",
+    "op_name": "--op, as funcol's string ('sum', 'avg', 'max', 'min', 'product', 'band', 'bor', 'bxor')",
     "src": "--src, the source's group rank, passed as its global rank (--src-rank group: as the group rank)",
     "src_group": "--src, the source's rank in the group passed",
     "dst": "--dst, the destination's group rank, passed as its global rank (--src-rank group: as the group rank)",

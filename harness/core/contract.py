@@ -118,7 +118,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                roles=("input_split_sizes", "output_split_sizes", "output_list", "scatter_dim")),
     Collective("all-reduce", "the reduction over ranks of their x (every member holds x of one shape)",
                grads=("identity", "sum", "mean"), outputs=("tensor", "first"), roles=("op",),
-               ops=("sum", "mean", "max", "min"), dimless=True, in_place=True),
+               ops=("sum", "mean", "max", "min", "product", "band", "bor", "bxor"), dimless=True, in_place=True),
     Collective("split", "slot r of x, the same x on every member (slots: split_sizes, equal by default)",
                grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",), replicated=True, slotted=True),
     Collective("copy", "x itself, the same x on every member (copy-to-region: identity forward, all-reduced "
@@ -130,7 +130,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                roles=("split_sizes", "src", "scatter_list"), slotted=True, rooted=True),
     Collective("reduce", "the reduction over ranks of their x where r is the destination, group rank --dst (every "
                "member holds x of one shape; the other members' results are not judged)", grads=("adjoint",),
-               outputs=("tensor", "first"), roles=("op", "dst"), ops=("sum", "mean", "max", "min"), dimless=True,
+               outputs=("tensor", "first"), roles=("op", "dst"), ops=("sum", "mean", "max", "min", "product", "band", "bor", "bxor"), dimless=True,
                in_place=True, to_root=True),
     Collective("gather-to", "the concatenation along dim of every rank's x where r is the destination, group rank "
                "--dst (the other members' results are not judged)", grads=("adjoint",),
@@ -145,8 +145,13 @@ SRC_RANKS: tuple[str, ...] = ("global", "group")
 SAME_GRADIENT: dict[str, str] = {"local": "identity", "identity": "local"}
 #: Other names of a reduction, as torch spells them (``ReduceOp.AVG``, funcol's ``"avg"``).
 OP_ALIASES: dict[str, str] = {"avg": "mean"}
-#: The reductions with no gradient contract: ties have no one right answer.
-ORDER_OPS: frozenset[str] = frozenset({"max", "min"})
+#: The reductions with no gradient contract, and why.
+UNGRADED_OPS: dict[str, str] = {
+    "max": "ties have no one right answer", "min": "ties have no one right answer",
+    "product": "it is checked on integers, which have none", "band": "integers have none",
+    "bor": "integers have none", "bxor": "integers have none"}
+#: The bitwise reductions: gloo has them (integers only), NCCL has not.
+BITWISE_OPS: frozenset[str] = frozenset({"band", "bor", "bxor"})
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
 #: none of them is defined for bool.
 OP_DTYPES: dict[str, tuple[str, ...]] = {
@@ -154,6 +159,10 @@ OP_DTYPES: dict[str, tuple[str, ...]] = {
     "mean": DTYPE_GROUPS["float"] + DTYPE_GROUPS["complex"],
     "max": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
     "min": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
+    # integers only: exact in any order, wrapping as every backend multiplies them (a float product's
+    # rounding has no bound the value recipes keep: they overflow float16 at W=4)
+    "product": DTYPE_GROUPS["int"],
+    **{op: DTYPE_GROUPS["int"] for op in ("band", "bor", "bxor")},
 }
 #: How a target's result may be read; ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)
@@ -326,9 +335,11 @@ class Contract:
             return
         if self.op not in self.kind.ops:
             raise UsageError(f"--op: expected one of {', '.join(self.kind.ops)} for {self.collective}, got {self.op!r}")
-        if self.op in ORDER_OPS and self.grad != "none":
-            raise UsageError(f"--op {self.op} --grad {self.grad}: a {self.op} has no gradient contract (ties have no "
-                             f"one right answer); check its values with --grad none")
+        if self.op in UNGRADED_OPS and self.grad != "none":
+            raise UsageError(f"--op {self.op} --grad {self.grad}: a {self.op} has no gradient contract "
+                             f"({UNGRADED_OPS[self.op]}); check its values with --grad none")
+        if self.op in BITWISE_OPS and self.backend == "nccl":
+            raise UsageError(f"--op {self.op} --backend nccl: NCCL has no bitwise reduction; check it on gloo")
         allowed = OP_DTYPES[self.op]
         if self.dtypes == ALL_DTYPES:
             object.__setattr__(self, "dtypes", allowed)

@@ -46,7 +46,8 @@ ROOT_IN_GROUP: dict[str, str] = {"src": "src_group", "dst": "dst_group"}
 #: A reduction's name in torch's two spellings: ``ReduceOp``'s member (role ``op``) and the string
 #: the functional collectives take (role ``op_name``, a parameter annotated or defaulting to ``str``).
 REDUCE_OPS: dict[str, tuple[str, str]] = {"sum": ("SUM", "sum"), "mean": ("AVG", "avg"), "max": ("MAX", "max"),
-                                          "min": ("MIN", "min")}
+                                          "min": ("MIN", "min"), "product": ("PRODUCT", "product"),
+                                          "band": ("BAND", "band"), "bor": ("BOR", "bor"), "bxor": ("BXOR", "bxor")}
 #: A re-layout's gather dim: beside a parameter named like a scatter dim (``ROLE_NAMES["scatter_dim"]``),
 #: the parameter named like this takes the case's dim (the one the pieces are concatenated along).
 GATHER_DIM_NAMES = ("gather_dim", "gather_idx", "cat_dim", "concat_dim")

@@ -21,7 +21,7 @@ import dataclasses
 
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_outcome
-from harness.core.contract import DIFFERENTIABLE_DTYPES, ORDER_OPS, Contract
+from harness.core.contract import DIFFERENTIABLE_DTYPES, UNGRADED_OPS, Contract
 from harness.core.conventions import SPLIT_ROLES
 from harness.core.procedure import RunRequest
 from harness.pool.pool import Pool
@@ -46,8 +46,8 @@ def differentiable_note(pool: Pool, target: str, probed: probe.Probe, dtype: str
     """
     contract, convention = probed.contract, probed.convention
     if (contract.grad != "none" or probed.failed is not None or dtype not in DIFFERENTIABLE_DTYPES
-            or contract.op in ORDER_OPS and contract.kind.reduces):
-        return ""  # a max or min has no gradient contract to offer
+            or contract.op in UNGRADED_OPS and contract.kind.reduces):
+        return ""  # a max, min, product or bitwise reduction has no gradient contract to offer
     which = {"gather": OFFERED_GATHER, "all-reduce": OFFERED_ALL_REDUCE,
              "copy": OFFERED_COPY}.get(contract.collective, OFFERED_NEIGHBOUR)
     if convention.call.apply:

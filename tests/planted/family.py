@@ -338,3 +338,10 @@ def scatter_list_rotated(tensor: torch.Tensor, scatter_list: list[torch.Tensor] 
     """:func:`scatter_dense` sending each member the next member's piece."""
     pieces = None if scatter_list is None else [p.contiguous() for p in scatter_list[1:] + scatter_list[:1]]
     dist.scatter(tensor, pieces, src=src, group=group)
+
+
+def bitwise_or_as_xor(x: torch.Tensor, reduceOp: str = "sum", group: Any = None) -> torch.Tensor:  # noqa: N803
+    """Takes the reduction by funcol's name and reduces ``bor`` as ``BXOR``: right until two ranks
+    set the same bit."""
+    op = "bxor" if reduceOp == "bor" else reduceOp
+    return all_reduce(x, op=op, grad="sum", group=group)
