@@ -8,9 +8,10 @@ Run from the repository root::
 Each refusal is ``python -m harness check ...`` as a user types it (a fresh process, imports
 included), timed from start to exit; each must exit 2 with its message.  Target (issue 51): each
 within 5 s on a quiet 2-core box.  A plain function's signature is read off its source before any
-rank starts (``harness.ranks.targets.static_signature``); one the source does not show exactly
-(a decorated function: the last row) is read where the target is imported, on a rank, so that
-refusal includes starting one.
+rank starts (``harness.ranks.targets.static_signature``), under a decorator that keeps it
+(``torch.no_grad()``, ``torch.compile``, ``functools.lru_cache``, ...) too; one the source does not
+show exactly (a decorator of the module's own: the last row) is read where the target is imported,
+on a rank, so that refusal includes starting one.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ REFUSALS: dict[str, tuple[list[str], str]] = {
                                         "adjoint"], "ties"),
     "a target that cannot be imported": (["no_such_module_here:gather"], "cannot be found"),
     "a signature no convention fits": (["{tmp}/two_dims.py:gather"], "dim"),
-    "the same, decorated (read on a rank)": (["{tmp}/two_dims.py:decorated"], "dim"),
+    "the same, under @torch.no_grad() (read off its source)": (["{tmp}/two_dims.py:without_grad"], "dim"),
+    "the same, under a decorator of its own (read on a rank)": (["{tmp}/two_dims.py:decorated"], "dim"),
 }
-TWO_DIMS = ("import functools\n\n\ndef gather(x, dim, seq_dim):\n    return x\n\n\n"
+TWO_DIMS = ("import functools\n\nimport torch\n\n\ndef gather(x, dim, seq_dim):\n    return x\n\n\n"
+            "@torch.no_grad()\ndef without_grad(x, dim, seq_dim):\n    return x\n\n\n"
             "@functools.wraps(gather)\ndef decorated(x, dim, seq_dim):\n    return x\n")
 
 

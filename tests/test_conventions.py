@@ -579,6 +579,17 @@ def reassigned(x, dim, seq_dim):
     return x
 
 
+@torch.no_grad()
+def without_grad(x, dim, seq_dim):
+    return x
+
+
+@functools.lru_cache(maxsize=4)
+@torch.compile
+def cached_and_compiled(x, dim):
+    return x
+
+
 reassigned = functools.partial(reassigned, seq_dim=0)
 
 
@@ -610,7 +621,7 @@ def test_a_plain_functions_signature_reads_off_its_source_as_inspect_gives_it(tm
     from harness.ranks.targets import static_signature
 
     path, module = _static_module(tmp_path)
-    for name in ("plain", "everything", "two_dims"):
+    for name in ("plain", "everything", "two_dims", "without_grad", "cached_and_compiled"):
         assert str(static_signature(f"{path}:{name}")) == str(inspect.signature(getattr(module, name))), name
 
 
@@ -623,6 +634,9 @@ def test_a_signature_the_source_does_not_show_exactly_is_left_to_the_ranks(tmp_p
     starred = tmp_path / "starred.py"
     starred.write_text("def gather(x, dim, seq_dim):\n    return x\n\nfrom os.path import *\n")
     assert static_signature(f"{starred}:gather") is None  # the star import may rebind it
+    aliased = tmp_path / "aliased.py"  # torch.no_grad is not torch's when torch is another module
+    aliased.write_text("import numpy as torch\n\n\n@torch.no_grad()\ndef gather(x, dim):\n    return x\n")
+    assert static_signature(f"{aliased}:gather") is None
     assert static_signature("harness.ragged:all_gather_ragged") is not None  # a module found on the path
 
 

@@ -64,9 +64,10 @@ def source_file(target: str) -> str | None:
 
 def static_signature(target: str) -> inspect.Signature | None:
     """``target``'s signature read from its source without running it, where that read is exact:
-    a function defined once at its module's top level, undecorated, its name bound by nothing else
-    there.  ``None`` otherwise (a class, a decorated or reassigned function, a star import): the
-    ranks read it by importing.  This lets a signature no calling convention fits be refused
+    a function defined once at its module's top level, undecorated or decorated only by what keeps
+    its signature (:data:`SIGNATURE_KEEPING`, their module imported by its own name), its name
+    bound by nothing else there.  ``None`` otherwise (a class, another decorator, a reassigned
+    function, a star import): the ranks read it by importing.  This lets a signature no calling convention fits be refused
     before any rank starts."""
     _, attr = split_target(target)
     path = source_file(target)
@@ -84,9 +85,41 @@ def static_signature(target: str) -> inspect.Signature | None:
     if any("*" in names for names in bound) or len(binders) != 1:
         return None
     [definition] = binders
-    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+    if not isinstance(definition, ast.FunctionDef):
+        return None
+    if not all(_keeps_signature(decorator, tree.body, bound) for decorator in definition.decorator_list):
         return None
     return _signature(definition.args, definition.returns)
+
+
+#: Decorators whose result ``inspect.signature`` reads as the function's own (each wraps it with
+#: ``functools.wraps``, which ``inspect`` follows): written by their dotted name, called or not.
+SIGNATURE_KEEPING: frozenset[str] = frozenset({
+    "torch.no_grad", "torch.enable_grad", "torch.inference_mode", "torch.compile", "torch.compiler.disable",
+    "torch._dynamo.disable", "functools.cache", "functools.lru_cache"})
+
+
+def _keeps_signature(decorator: ast.expr, body: list[ast.stmt], bound: list[set[str]]) -> bool:
+    """Whether ``decorator`` is one of :data:`SIGNATURE_KEEPING`, its first name bound at the top
+    level by one statement alone, a plain ``import`` of that module (``import torch``)."""
+    name = _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator)
+    if name not in SIGNATURE_KEEPING:
+        return False
+    root = name.partition(".")[0]
+    binders = [statement for statement, names in zip(body, bound) if root in names]
+    return (len(binders) == 1 and isinstance(binders[0], ast.Import)
+            and any(alias.asname is None and alias.name.partition(".")[0] == root for alias in binders[0].names)
+            and all(alias.asname != root for alias in binders[0].names))
+
+
+def _dotted(node: ast.expr) -> str:
+    """``torch.no_grad`` for the expression ``torch.no_grad``; ``""`` for anything but names and attributes."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
 
 
 def _rebinds_dynamically(node: ast.AST, attr: str) -> bool:
