@@ -334,15 +334,18 @@ def test_sum_where_identity_is_claimed_is_found(pool) -> None:
     ("harness.ragged:copy_to_region", {**COPY, "grad": "sum", "groups": True}),
     ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "groups": True}),
     ("harness.ragged:broadcast", {**BCAST, "grad": "sum", "src": 2, "world_sizes": (3, 4)}),
-    ("torch.distributed._functional_collectives:broadcast", {**BCAST, "src_rank": "group", "groups": True}),
+    # (no complex: gloo's broadcast raises on it in torch 2.4.1)
+    ("torch.distributed._functional_collectives:broadcast", {**BCAST, "src_rank": "group", "groups": True,
+                                                              "dtypes": ("int64", "float16", "float32", "float64")}),
     ("harness.ragged:scatter", {**SCATTER, "groups": True, "src": 1, "world_sizes": (2, 4)}),
     ("harness.ragged:reduce", {**REDUCE, "op": "mean", "groups": True}),
     ("harness.ragged:gather_to", {**GATHER_TO, "dst": 1, "world_sizes": (2, 3)}),
     ("tests.planted.family:reduce_others_anything", {**REDUCE, "groups": True}),  # the others are not judged
     # c10d's as written: the destination's gather_list filled (None elsewhere); the output slot first, the pieces
-    # at the source alone (scatter_dense: each piece dense, as gloo needs); complex raises in gloo's gather
-    ("torch.distributed:gather", {"collective": "gather-to", "groups": True, "dst": 1, "world_sizes": (2, 3),
-                                  "dtypes": ("bool", "int64", "float32", "float64")}),
+    # at the source alone; each made dense first, as gloo needs (torch 2.4.1's gather and every scatter read a
+    # view's storage); complex raises in gloo's gather
+    ("tests.planted.family:gather_list_dense", {"collective": "gather-to", "groups": True, "dst": 1,
+                                                "world_sizes": (2, 3), "dtypes": ("bool", "int64", "float32")}),
     ("tests.planted.family:scatter_dense", {"collective": "scatter", "ragged": False, "groups": True, "src": 1,
                                             "world_sizes": (2, 4)}),
 ])

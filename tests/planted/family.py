@@ -317,11 +317,17 @@ def scatter_source_by_group_rank(x: torch.Tensor, dim: int, split_sizes: list[in
     return _RootedGrad.apply(x, lambda t: scatter(t, dim, split_sizes, src, group), src, group, "group rank", dim)
 
 
+def gather_list_dense(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, dst: int = 0,
+                      group: Any = None) -> None:
+    """Correct: ``dist.gather``'s signature, as written (the destination's list filled, None
+    elsewhere), x made dense first (torch 2.4.1's gloo gathers a view's storage; 2.13's does not)."""
+    dist.gather(tensor.contiguous(), gather_list, dst=dst, group=group)
+
+
 def gather_list_reversed(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, dst: int = 0,
                          group: Any = None) -> None:
-    """``dist.gather``'s signature, as written (the destination's list filled, None elsewhere), the
-    list then reversed: the members' pieces in the wrong order."""
-    dist.gather(tensor, gather_list, dst=dst, group=group)
+    """:func:`gather_list_dense` with the list then reversed: the members' pieces in the wrong order."""
+    dist.gather(tensor.contiguous(), gather_list, dst=dst, group=group)
     if gather_list is not None:
         gather_list.reverse()
 
