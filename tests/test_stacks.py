@@ -58,9 +58,12 @@ def test_a_traceback_keeps_the_users_frames_with_their_source() -> None:
     assert shown.endswith("    ValueError: boom")
 
 
-def test_a_stack_of_the_harness_and_python_alone_is_left_whole() -> None:
+def test_a_stack_of_the_harness_and_python_alone_is_one_line_saying_the_rank_is_not_in_the_target() -> None:
+    """A rank whose target returned waits in the harness's loop: its frames say nothing of the target."""
     harness_only = "\n".join(line for line in DUMP.splitlines() if "/home/me/" not in line and TORCH not in line)
-    assert stacks.user_frames(harness_only) == harness_only
+    shown = stacks.user_frames(harness_only)
+    assert f"{HARNESS}/" not in shown and 'File "' not in shown
+    assert "(not in the target: " in shown and "frames of the harness and Python hidden: --full-stacks shows them)" in shown
 
 
 def test_where_the_target_is_torchs_own_code_its_frames_are_kept_and_the_harness_hidden() -> None:

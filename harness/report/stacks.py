@@ -7,7 +7,7 @@ of the user's code and, inside it, the innermost torch frame, which names the co
 the op) the rank is in; one line per stack says how many frames were hidden and how to see
 them (``--full-stacks``).  Where the target is torch's own code (a stack with torch's frames and
 none of the user's) torch's frames are kept and the harness's hidden; a stack of the harness's and
-Python's frames alone is left whole.
+Python's frames alone (a rank back in the harness's loop, its target returned) is one line saying so.
 
 Text in, text out: it reads stacks wherever they were formatted (local ranks, torchrun ranks,
 a rank's own output), and leaves every other line alone.  The JSON keeps the full text.
@@ -75,8 +75,10 @@ def _filtered(frames: list[list[str]], newest_first: bool, how_to_show: str) -> 
                 break
     elif "torch" in kinds:  # the target is torch's own code: its frames are the story
         keep = {k for k in order if kinds[k] == "torch"}
-    else:  # the harness's and Python's alone: nothing of the target's to show instead
-        return [line for frame in frames for line in frame]
+    else:  # the harness's and Python's alone: the rank is not in the target; nothing of it to show
+        indent = _FRAME.match(frames[0][0]).group("indent")  # type: ignore[union-attr]
+        return [f"{indent}(not in the target: {len(frames)} frame{'' if len(frames) == 1 else 's'} of the harness "
+                f"and Python hidden: {how_to_show} shows them)"]
     shown = [line for k, frame in enumerate(frames) if k in keep for line in frame]
     hidden = len(frames) - len(keep)
     if hidden:
