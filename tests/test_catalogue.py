@@ -278,6 +278,19 @@ ON_OTHER_RELEASES: list[Difference] = [
     Difference(("a2a_all_to_all_list", "a2a_nn_all_to_all"), (2, 4), (2, 4),
                lambda f: says("does not support alltoall")(f) or peers_left_waiting(f),
                "gloo has no list all_to_all yet", masks=True),
+    # the rest of the family: measured on 2.4.1 and 2.13.0 only (2026-11-29)
+    Difference(("ar_nn_all_reduce",), (2, 4), (2, 4),
+               lambda f: non_contiguous_input(f.case) or any(s.cotangent_layout != "contiguous" for s in f.case.ranks),
+               "the differentiable all_reduce pairs elements by storage order when the ranks' layouts differ (values "
+               "and gradients)"),
+    Difference(("ar_nn_all_reduce_avg", "ar_funcol_all_reduce_avg"), (2, 4), (2, 4),
+               lambda f: says("Cannot use ReduceOp.AVG with Gloo")(f) or peers_left_waiting(f),
+               "gloo has no AVG yet", masks=True),
+    Difference(("ar_funcol_all_reduce",), (2, 4), (2, 4), says("grad of x=None"),
+               "the functional all_reduce has no autograd yet", masks=True),
+    Difference(("ar_funcol_all_reduce", "bcast_c10d", "bcast_funcol", "reduce_nn", "reduce_c10d"), (2, 4), (2, 4),
+               lambda f: is_complex(f.case) and (says("Invalid scalar type")(f) or peers_left_waiting(f)),
+               "gloo's broadcast and reduce move no complex tensor yet", masks=True),
     Difference(("funcol_all_gather_tensor", "funcol_all_gather_into_tensor_coalesced"), (2, 4), (2, 10),
                says("grad of x=None"),
                "all_gather_tensor and the coalesced form have no autograd yet (their docstrings there claim "
