@@ -85,6 +85,7 @@ def test_a_compiled_funcol_gather_passes_at_the_default_timeout(pool) -> None:
     assert not report.unattributed  # no hang put aside either: a compile is never one
 
 
+@pytest.mark.slow  # a search of 20 examples (12 s): the full suite's, not the fast loop's
 def test_the_same_target_passes_eagerly(pool) -> None:
     report = run_check(f"{ROOT}/examples/compiled.py:fast_path_when_compiled", Contract(ragged=False, dtypes=("float32",),
                        world_sizes=(2, 2)), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)

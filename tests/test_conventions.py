@@ -585,8 +585,8 @@ def without_grad(x, dim, seq_dim):
 
 
 @functools.lru_cache(maxsize=4)
-@torch.compile
-def cached_and_compiled(x, dim):
+@torch.enable_grad()
+def cached_with_grad(x, dim):
     return x
 
 
@@ -621,8 +621,23 @@ def test_a_plain_functions_signature_reads_off_its_source_as_inspect_gives_it(tm
     from harness.ranks.targets import static_signature
 
     path, module = _static_module(tmp_path)
-    for name in ("plain", "everything", "two_dims", "without_grad", "cached_and_compiled"):
+    for name in ("plain", "everything", "two_dims", "without_grad", "cached_with_grad"):
         assert str(static_signature(f"{path}:{name}")) == str(inspect.signature(getattr(module, name))), name
+
+
+@pytest.mark.slow  # torch.compile imports dynamo (5 s)
+def test_a_compiled_functions_signature_reads_off_its_source_as_inspect_gives_it(tmp_path: Path) -> None:
+    import importlib.util
+    import inspect
+
+    from harness.ranks.targets import static_signature
+
+    path = tmp_path / "compiled_target.py"
+    path.write_text("import torch\n\n\n@torch.compile\ndef gather(x, dim, seq_dim=0):\n    return x\n")
+    spec = importlib.util.spec_from_file_location("compiled_target", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert str(static_signature(f"{path}:gather")) == str(inspect.signature(module.gather)) == "(x, dim, seq_dim=0)"
 
 
 def test_a_signature_the_source_does_not_show_exactly_is_left_to_the_ranks(tmp_path: Path) -> None:
