@@ -106,6 +106,10 @@ class Collective:
         return bool(self.ops)
 
 
+#: The bitwise reductions: gloo has them (integers only), NCCL has not.
+BITWISE_OPS: tuple[str, ...] = ("band", "bor", "bxor")
+#: The reductions an all-reduce and a reduce take (``--op``).
+REDUCING_OPS: tuple[str, ...] = ("sum", "mean", "max", "min", "product", *BITWISE_OPS)
 #: The collectives, the one table of them; ``gather`` first: the default everywhere.
 COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective in (
     Collective("gather", "the concatenation along dim of every rank's x", grads=("local", "sum", "mean"),
@@ -118,7 +122,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                roles=("input_split_sizes", "output_split_sizes", "output_list", "scatter_dim")),
     Collective("all-reduce", "the reduction over ranks of their x (every member holds x of one shape)",
                grads=("identity", "sum", "mean"), outputs=("tensor", "first"), roles=("op",),
-               ops=("sum", "mean", "max", "min", "product", "band", "bor", "bxor"), dimless=True, in_place=True),
+               ops=REDUCING_OPS, dimless=True, in_place=True),
     Collective("split", "slot r of x, the same x on every member (slots: split_sizes, equal by default)",
                grads=("adjoint",), outputs=("tensor", "first"), roles=("split_sizes",), replicated=True, slotted=True),
     Collective("copy", "x itself, the same x on every member (copy-to-region: identity forward, all-reduced "
@@ -130,7 +134,7 @@ COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective
                roles=("split_sizes", "src", "scatter_list"), slotted=True, rooted=True),
     Collective("reduce", "the reduction over ranks of their x where r is the destination, group rank --dst (every "
                "member holds x of one shape; the other members' results are not judged)", grads=("adjoint",),
-               outputs=("tensor", "first"), roles=("op", "dst"), ops=("sum", "mean", "max", "min", "product", "band", "bor", "bxor"), dimless=True,
+               outputs=("tensor", "first"), roles=("op", "dst"), ops=REDUCING_OPS, dimless=True,
                in_place=True, to_root=True),
     Collective("gather-to", "the concatenation along dim of every rank's x where r is the destination, group rank "
                "--dst (the other members' results are not judged)", grads=("adjoint",),
@@ -148,10 +152,7 @@ OP_ALIASES: dict[str, str] = {"avg": "mean"}
 #: The reductions with no gradient contract, and why.
 UNGRADED_OPS: dict[str, str] = {
     "max": "ties have no one right answer", "min": "ties have no one right answer",
-    "product": "it is checked on integers, which have none", "band": "integers have none",
-    "bor": "integers have none", "bxor": "integers have none"}
-#: The bitwise reductions: gloo has them (integers only), NCCL has not.
-BITWISE_OPS: frozenset[str] = frozenset({"band", "bor", "bxor"})
+    "product": "it is checked on integers, which have none", **{op: "integers have none" for op in BITWISE_OPS}}
 #: What each reduction accepts: max needs an order (no complex), mean a division (no integers);
 #: none of them is defined for bool.
 OP_DTYPES: dict[str, tuple[str, ...]] = {
@@ -161,8 +162,7 @@ OP_DTYPES: dict[str, tuple[str, ...]] = {
     "min": DTYPE_GROUPS["int"] + DTYPE_GROUPS["float"],
     # integers only: exact in any order, wrapping as every backend multiplies them (a float product's
     # rounding has no bound the value recipes keep: they overflow float16 at W=4)
-    "product": DTYPE_GROUPS["int"],
-    **{op: DTYPE_GROUPS["int"] for op in ("band", "bor", "bxor")},
+    **{op: DTYPE_GROUPS["int"] for op in ("product", *BITWISE_OPS)},
 }
 #: How a target's result may be read; ``auto``: detected by the probe.
 OUTPUT_OPTIONS: tuple[str, ...] = ("auto", *OUTPUTS)

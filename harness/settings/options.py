@@ -148,7 +148,7 @@ OPTIONS: tuple[Option, ...] = (
            + "; ".join(f"{collective.name}, {collective.means}" for collective in COLLECTIVES.values())
            + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
     Option("op", "the reduction of a reduce-scatter (sum, mean: the sum / W, max), an all-reduce or a reduce (those and "
-                 "min); avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
+                 "min, product, and the bitwise band, bor, bxor: integers); avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
     Option("src", "a broadcast's or a scatter's source, as a rank in each group (default: 0)", 0, type=int,
            metavar="N", section="contract"),
     Option("dst", "a reduce's or a gather-to's destination, as a rank in each group: only its result is judged "
