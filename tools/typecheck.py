@@ -4,15 +4,15 @@ The repository keeps ``strategies/`` and ``reference/`` at the top level and ins
 as ``harness.strategies`` and ``harness.reference`` (``pyproject.toml``'s ``package-dir``).
 mypy names modules after directories and cannot follow that mapping (nor an editable
 install's import hook), so this script stages the installed layout as symbolic links in a
-staging directory -- ``harness/*`` plus ``harness/strategies -> strategies`` and
+temporary directory -- ``harness/*`` plus ``harness/strategies -> strategies`` and
 ``harness/reference -> reference`` -- runs mypy on package ``harness`` there, and prints
 its report with the repository's own paths.  Exit status: mypy's.
 
-mypy's cache is kept between runs, with the staging tree it describes, in
-``$XDG_CACHE_HOME/gather-harness/mypy-<checkout>`` (``~/.cache`` by default; one per checkout,
-like ``.ci/run``'s torch environment): a cold run reads torch's stubs for about 11 s, a warm one
-takes under a second, and mypy's incremental mode re-checks what changed.  Runs of one checkout
-take turns on a lock, as they share the tree.
+mypy's cache is kept between runs in ``$XDG_CACHE_HOME/gather-harness/mypy`` (``~/.cache`` by
+default, where ``.ci/run`` keeps its torch environment), shared by every checkout: mypy checks a
+cached module by its source's hash, so a fresh clone, staged elsewhere, finds it warm.  A cold run
+reads torch's stubs for about 11 s, a warm one takes under a second, and what changed is checked
+again.  Runs take turns on a lock beside the cache.
 
 ``tox -e lint``, the pre-commit hook and the test suite (``tests/test_house.py``) run this script.
 """
@@ -20,11 +20,10 @@ take turns on a lock, as they share the tree.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,24 +50,20 @@ def repository_paths(report: str) -> str:
     return report
 
 
-def cache_home() -> Path:
-    """This checkout's cache: the staging tree and mypy's cache, under the user's cache directory."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "gather-harness" / f"mypy-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+def cache_dir() -> Path:
+    """mypy's cache, under the user's cache directory."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gather-harness" / "mypy"
 
 
 def main() -> int:
-    home = cache_home()
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run of this checkout's re-stages the same tree
-        staging = home / "stage"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        stage(staging)
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "lock", "w") as lock, tempfile.TemporaryDirectory(prefix="gather-harness-mypy-") as staging:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one mypy writes the cache at a time
+        stage(Path(staging))
         done = subprocess.run(
-            [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-             "--cache-dir", str(home / ".mypy_cache"), "-p", "harness"],
+            [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache),
+             "-p", "harness"],
             cwd=staging, capture_output=True, text=True,
         )
     print(repository_paths(done.stdout + done.stderr), end="")
