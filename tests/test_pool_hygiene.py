@@ -100,16 +100,44 @@ def marked(pid: int, mark: str) -> bool:
         return False
 
 
-def test_a_dead_drivers_temporary_directory_is_removed_by_the_next_pool(tmp_path) -> None:
+def test_a_dead_drivers_temporary_directories_are_removed_by_the_next_pool(tmp_path) -> None:
+    """Its ranks' directory and its forkserver's socket directory (what SIGKILL, or SIGTERM where nothing
+    handles it, leaves); a live driver's are kept."""
     import tempfile
 
+    from harness.pool import forkserver
     from harness.pool.pool import TMP_PREFIX, LocalPool
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-")
-    (pool := LocalPool()).close()
-    assert not os.path.exists(stale)
-    assert not os.path.exists(pool.tmpdir)
+    stale = [tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-"),
+             tempfile.mkdtemp(prefix=f"{forkserver.SOCKET_PREFIX}{int(gone.stdout)}-", dir=forkserver.socket_base())]
+    live = tempfile.mkdtemp(prefix=f"{forkserver.SOCKET_PREFIX}{os.getppid()}-", dir=forkserver.socket_base())
+    try:
+        (pool := LocalPool()).close()
+        assert [path for path in stale if os.path.exists(path)] == []
+        assert not os.path.exists(pool.tmpdir)
+        assert os.path.isdir(live)
+    finally:
+        os.rmdir(live)
+
+
+def test_a_driver_ended_by_sigterm_leaves_a_socket_directory_the_next_pool_removes() -> None:
+    from harness.pool import forkserver
+    from harness.pool.pool import LocalPool
+
+    driver, pids = start_driver("idle")
+    try:
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=30)
+        assert wait_all_gone(pids) == []
+        left = [name for name in os.listdir(forkserver.socket_base())
+                if name.startswith(f"{forkserver.SOCKET_PREFIX}{driver.pid}-")]
+        assert left, "nothing to remove: the driver ran its exit handlers (this test plants nothing then)"
+        LocalPool().close()
+        assert not [name for name in left if os.path.exists(os.path.join(forkserver.socket_base(), name))]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
 
 
 def test_a_leak_is_reported_and_a_correct_gather_has_none() -> None:

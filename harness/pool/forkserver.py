@@ -28,8 +28,13 @@ PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
 
 #: The longest path of an AF_UNIX socket (``sun_path`` less its terminator): Linux's, and the BSDs'.
 SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
-#: What multiprocessing adds to the temporary directory for a socket: ``/pymp-XXXXXXXX/listener-XXXXXXXX``.
-_SOCKET_NAME_LENGTH = 40
+#: The forkserver socket's directory is ``<tmp>/pymp-gather-harness-<driver pid>-*``: a driver killed
+#: before its exit handlers ran (SIGKILL, or SIGTERM where nothing handles it) leaves it behind, and
+#: the next pool removes it (:class:`harness.pool.pool.LocalPool`), as it does the driver's rank directory.
+SOCKET_PREFIX = "pymp-gather-harness-"
+#: What goes after the temporary directory in the socket's path: the directory (pid at most 7
+#: digits) and multiprocessing's ``/listener-XXXXXXXX``.
+_SOCKET_NAME_LENGTH = len(f"/{SOCKET_PREFIX}4194304-XXXXXXXX/listener-XXXXXXXX")
 
 
 def context() -> multiprocessing.context.ForkServerContext:
@@ -48,16 +53,22 @@ _STOP_REGISTERED: list[bool] = []
 
 def _socket_dir() -> None:
     """Give multiprocessing a directory of ours for the forkserver's socket, removed by :func:`stop`
-    (the command line's fast exit skips multiprocessing's own cleanup); where ``$TMPDIR`` is too
-    long for a socket path, a short standard one, as Python 3.13 does."""
+    (the command line's fast exit skips multiprocessing's own cleanup), named after this process
+    (:data:`SOCKET_PREFIX`) so that one a killed driver left is told from a running driver's."""
     config = process.current_process()._config  # type: ignore[attr-defined]
     if config.get("tempdir"):
         return
+    config["tempdir"] = directory = tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{os.getpid()}-", dir=socket_base())
+    _SOCKET_DIRS.append(directory)
+
+
+def socket_base() -> str:
+    """Where the socket's directory goes: the temporary directory, or where that is too long for a
+    socket path, a short standard one, as Python 3.13 does."""
     base = tempfile.gettempdir()
     if len(base) + _SOCKET_NAME_LENGTH > SUN_PATH_MAX:
         base = next((d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d) and os.access(d, os.W_OK)), base)
-    config["tempdir"] = directory = tempfile.mkdtemp(prefix="pymp-", dir=base)
-    _SOCKET_DIRS.append(directory)
+    return base
 
 
 _SOCKET_DIRS: list[str] = []

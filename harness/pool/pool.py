@@ -321,12 +321,13 @@ TMP_PREFIX = "gather-harness-"
 
 
 def _remove_stale_dirs() -> None:
-    """Remove the rank directories of drivers that died without closing their pool (SIGKILL, OOM)."""
-    root = tempfile.gettempdir()
-    for name in os.listdir(root):
-        pid = name.removeprefix(TMP_PREFIX).split("-", 1)[0]
-        if name.startswith(TMP_PREFIX) and pid.isdigit() and not files.pid_alive(int(pid)):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    """Remove what drivers that died without closing their pool (SIGKILL, OOM, an unhandled SIGTERM)
+    left in the temporary directories: their ranks' logs and stacks, their forkserver's socket directory."""
+    for root, prefix in ((tempfile.gettempdir(), TMP_PREFIX), (forkserver.socket_base(), forkserver.SOCKET_PREFIX)):
+        for name in os.listdir(root):
+            pid = name.removeprefix(prefix).split("-", 1)[0]
+            if name.startswith(prefix) and pid.isdigit() and not files.pid_alive(int(pid)):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 _SHARED: LocalPool | None = None
