@@ -604,12 +604,13 @@ if torch.__version__:
 '''
 
 
-def _static_module(tmp_path: Path):
+def _static_module(tmp_path: Path, name: str = "static_targets", source: str = STATIC_SOURCE):
+    """``source`` written to ``<tmp_path>/<name>.py`` and imported: what ``inspect`` gives to compare with."""
     import importlib.util
 
-    path = tmp_path / "static_targets.py"
-    path.write_text(STATIC_SOURCE)
-    spec = importlib.util.spec_from_file_location("static_targets", path)
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return path, module
@@ -627,16 +628,12 @@ def test_a_plain_functions_signature_reads_off_its_source_as_inspect_gives_it(tm
 
 @pytest.mark.slow  # torch.compile imports dynamo (5 s)
 def test_a_compiled_functions_signature_reads_off_its_source_as_inspect_gives_it(tmp_path: Path) -> None:
-    import importlib.util
     import inspect
 
     from harness.ranks.targets import static_signature
 
-    path = tmp_path / "compiled_target.py"
-    path.write_text("import torch\n\n\n@torch.compile\ndef gather(x, dim, seq_dim=0):\n    return x\n")
-    spec = importlib.util.spec_from_file_location("compiled_target", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    path, module = _static_module(tmp_path, "compiled_target",
+                                  "import torch\n\n\n@torch.compile\ndef gather(x, dim, seq_dim=0):\n    return x\n")
     assert str(static_signature(f"{path}:gather")) == str(inspect.signature(module.gather)) == "(x, dim, seq_dim=0)"
 
 
