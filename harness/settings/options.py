@@ -17,11 +17,13 @@ from typing import Any
 
 from harness.core.contract import (
     BACKENDS,
+    BITWISE_OPS,
     COLLECTIVES,
     DEVICES,
     GRAD_CONTRACTS,
     OP_ALIASES,
     OUTPUT_OPTIONS,
+    REDUCING_OPS,
     SRC_RANKS,
     Contract,
     literal_kwargs,
@@ -147,8 +149,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("collective", "what TARGET computes on rank r: "
            + "; ".join(f"{collective.name}, {collective.means}" for collective in COLLECTIVES.values())
            + " (default: gather)", "gather", choices=tuple(COLLECTIVES), section="contract"),
-    Option("op", "the reduction of a reduce-scatter (sum, mean: the sum / W, max), an all-reduce or a reduce (those and "
-                 "min, product, and the bitwise band, bor, bxor: integers); avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
+    Option("op", f"the reduction of a reduce-scatter ({', '.join(COLLECTIVES['reduce-scatter'].ops)}; mean: the sum / W), "
+                 f"an all-reduce or a reduce ({', '.join(REDUCING_OPS)}; product and {', '.join(BITWISE_OPS)}: integers); "
+                 "avg is mean (default: sum)", "sum", choices=REDUCTIONS, section="contract"),
     Option("src", "a broadcast's or a scatter's source, as a rank in each group (default: 0)", 0, type=int,
            metavar="N", section="contract"),
     Option("dst", "a reduce's or a gather-to's destination, as a rank in each group: only its result is judged "
