@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # run as a script only benchmarks/ is on the path; ranks inherit the driver's
 
 from benchmarks import cost_model, report  # noqa: E402
+from benchmarks.throughput import verdict  # noqa: E402
 from harness.pool.pool import shared_pool  # noqa: E402
 from harness.report.text import markdown_table, text_table  # noqa: E402
 
@@ -54,10 +55,6 @@ def run_pytest(*args: str) -> tuple[float, int, str]:
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     counts = ", ".join(f"{number} {word}" for number, word in _COUNTS.findall(summary)) or summary or done.stderr[-300:]
     return time.monotonic() - started, done.returncode, counts
-
-
-def verdict(met: bool, missed_by: str) -> str:
-    return "met" if met else f"missed by {missed_by}"
 
 
 def timed_row(name: str, seconds: float, status: int, detail: str, target: float) -> tuple[str, ...]:

@@ -126,7 +126,7 @@ class Row:
     verdict: str = "-"
 
 
-def _verdict(met: bool, missed_by: str = "") -> str:
+def verdict(met: bool, missed_by: str = "") -> str:
     return "met" if met else f"missed{f' by {missed_by}' if missed_by else ''}"
 
 
@@ -154,10 +154,10 @@ def bench_throughput(pool: LocalPool, world: int, examples: int, seed: int) -> l
             Row("1 throughput", f"{label}: raw call of the gather on the same {len(cases)} inputs",
                 f"{raw * 1e3:.3f} ms/call"),
             Row("1 throughput", f"{label}: raw calls per example", f"{ratio:.2f}x",
-                f"<= {TARGET_RAW_CALLS:.1f}x", _verdict(ratio <= TARGET_RAW_CALLS, f"{ratio / TARGET_RAW_CALLS:.1f}x"))]
+                f"<= {TARGET_RAW_CALLS:.1f}x", verdict(ratio <= TARGET_RAW_CALLS, f"{ratio / TARGET_RAW_CALLS:.1f}x"))]
     if world == 2:
         rows.insert(1, Row("1 throughput", f"{label}: examples/s", f"{rate:.0f}", f">= {TARGET_RATE_W2:.0f}",
-                           _verdict(rate >= TARGET_RATE_W2, f"{TARGET_RATE_W2 / rate:.1f}x")))
+                           verdict(rate >= TARGET_RATE_W2, f"{TARGET_RATE_W2 / rate:.1f}x")))
     return rows
 
 
@@ -170,7 +170,7 @@ def bench_sampling(pool: LocalPool, seed: int) -> list[Row]:
         found = [f for f in report.findings if f.property == prop]
         value = f"found after {report.examples} examples" if found else f"NOT found ({report.verdict})"
         rows.append(Row("2 sampling", f"{target.split(':')[1]} ({prop}; 1 drawn example in {REPEAT_EVERY} repeats)",
-                        value, "found", _verdict(bool(found))))
+                        value, "found", verdict(bool(found))))
     return rows
 
 
@@ -199,7 +199,7 @@ def bench_findings(seed: int, quick: bool) -> list[Row]:
             elapsed, found = time_command(target, extra, seed)
             rows.append(Row("3 time to finding", f"{kind}: {target.split(':')[1]} -> {found}",
                             f"{elapsed:.1f} s", f"<= {limit:.0f} s",
-                            _verdict(elapsed <= limit, f"{elapsed - limit:.1f} s")))
+                            verdict(elapsed <= limit, f"{elapsed - limit:.1f} s")))
     return rows
 
 
