@@ -23,13 +23,11 @@ import hypothesis
 import pytest
 from hypothesis import settings
 
-from benchmarks import concurrency, shrinking
-from harness import strategies
+from benchmarks import concurrency, confined, shrinking
 from harness.core.case import Case, RankSpec
 from harness.core.checks import check_outcome
 from harness.core.compare import Violation
 from harness.core.contract import Contract
-from harness.core.conventions import Call
 from harness.core.procedure import RankResult, record_error
 from harness.frontends import catalogue_report
 from harness.frontends import commands as cli
@@ -336,59 +334,27 @@ def test_the_concurrency_benchmark_counts_what_it_says(tmp_path: Path) -> None:
 
 
 # -- bugs confined to one stratum are found, for every seed -----------------------------------------
-
-CONFINED = [
-    ("int64_through_float64", {"dtype": "int64", "values": "random"}),
-    ("pads_bool_as_int64", {"dtype": "bool", "values": "random"}),
-    ("bfloat16_through_float16", {"dtype": "bfloat16", "values": "random"}),
-    ("float16_through_bfloat16", {"dtype": "float16", "values": "random"}),
-    ("complex64_drops_imaginary", {"dtype": "complex64", "values": "random"}),
-    ("uint8_saturates", {"dtype": "uint8", "values": "random"}),
-    ("uint8_sizes", {"long rank": "yes"}),
-]
-#: The strata a default run makes: all but a fifth of its 100 examples at most.
-DEFAULT_STRATA = CI.max_examples - CI.max_examples // 5
+#: Seeds 0-1 here; ``benchmarks/confined.py --seeds 30`` is the sweep (docs/benchmarks.md).
+CONFINED_SEEDS = range(2)
 
 
-def _holding(layers: list[strategies.Stratum], path: dict[str, str]) -> list[strategies.Stratum]:
-    return [layer for layer in layers if all(layer.path.get(axis) == value for axis, value in path.items())]
-
-
-@pytest.mark.parametrize("bug, path", CONFINED, ids=[bug for bug, _ in CONFINED])
+@pytest.mark.parametrize("bug, path", confined.CONFINED, ids=[bug for bug, _ in confined.CONFINED])
 @pytest.mark.slow
 def test_a_bug_confined_to_a_pair_is_found_for_every_seed(pool, bug: str, path: dict[str, str]) -> None:
     """The strata a default run makes hold its pair of values (a dtype and a value class, or a
     long rank), and some stratum fails (those holding the pair tried first, then those of its
-    dtype), for each of 10 seeds."""
-    contract = Contract()
-    dtypes = tuple(d for d in contract.dtypes if d != "int16")  # what gloo gathers
-    for seed in range(10):
-        run = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
-        run = run[:DEFAULT_STRATA]
-        holding = _holding(run, path)
-        assert holding, f"seed {seed}: no stratum holds {path}"
-        alike = _holding(run, {"dtype": path["dtype"]}) if "dtype" in path else []
-        tried = [*holding, *alike, *run]
-        assert any(check_outcome(pool.run(layer.case, f"{BUGS}:{bug}")) for layer in tried), f"seed {seed}"
+    dtype)."""
+    for seed in CONFINED_SEEDS:
+        assert confined.pair_missed(pool, bug, path, seed) is None, seed
 
 
 @pytest.mark.slow
 def test_a_bug_confined_to_a_transposed_cotangent_is_found_for_every_seed(pool) -> None:
     """sentence-transformers' gather (torch.distributed.nn's backward on gloo) is wrong only for a
     transposed cotangent on a 2-d input: among the strata a default run makes, those with a
-    transposed cotangent fail and only they (or ranks of mixed cotangents), for each of 10 seeds."""
-    contract = Contract(ragged=False, dims="0", grad="sum")
-    dtypes = tuple(d for d in contract.dtypes if d != "int16")
-    call = Call(name="all_gather_with_grad", positional=(), signature="all_gather_with_grad(x)")
-    for seed in range(10):
-        layers = strategies.strata(contract=contract, dtypes=dtypes, backend="gloo", device="cpu", seed=seed)
-        run = layers[:DEFAULT_STRATA]
-        transposed = _holding(run, {"cotangent layout": "transposed"})
-        assert transposed, seed
-        failing = [layer for layer in run if check_outcome(pool.run(layer.case, f"{BUGS}:all_gather_with_grad",
-                                                                    call=call))]
-        assert failing and all(layer.path.get("cotangent layout") in ("transposed", "mixed") for layer in failing), (
-            seed, [layer.label for layer in failing])
+    transposed cotangent fail and only they (or ranks of mixed cotangents)."""
+    for seed in CONFINED_SEEDS:
+        assert confined.transposed_missed(pool, seed) is None, seed
 
 
 @pytest.mark.slow
