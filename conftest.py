@@ -27,3 +27,19 @@ def pool() -> LocalPool:
     shared = shared_pool()
     yield shared
     shared.close()
+
+
+@pytest.fixture(autouse=True)
+def _the_fast_loop_never_shrinks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test outside ``slow`` whose search meets a failure (and so shrinks it) fails: the fast loop
+    (``-m "not slow"``) stays free of shrinking searches.  Searches in this process only; a
+    command run in a subprocess is ``slow`` by its module's mark."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    from harness.search import session
+
+    class NoShrinking(session.ShrinkClock):
+        def failed(self, elapsed_s: float, kind: str) -> None:
+            pytest.fail(f"{request.node.nodeid} shrinks a failure ({kind}): mark it slow, or it is not the fast loop's")
+
+    monkeypatch.setattr(session, "ShrinkClock", NoShrinking)

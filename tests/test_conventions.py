@@ -251,6 +251,7 @@ BUGGY = [
 
 
 @pytest.mark.parametrize("name, contract, prop, output", BUGGY, ids=[b[3] + "-" + b[0] for b in BUGGY])
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: Contract, prop: str,
                                                        output: str) -> None:
     report = run_check(f"{PLANTED}:{name}", contract, max_examples=BUDGET, timeout_s=CASE_TIMEOUT_S, pool=pool,
@@ -259,6 +260,7 @@ def test_a_buggy_gather_in_each_convention_is_caught(pool, name: str, contract: 
     assert prop in [f.property for f in report.findings], "\n\n".join(finding_message(f) for f in report.findings)
 
 
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_a_stack_that_is_missing_at_one_rank_shrinks_to_one_rank(pool) -> None:
     report = run_check(f"{PLANTED}:unstacked_on_one_rank", Contract(output="stack"), max_examples=BUDGET,
                        timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
@@ -419,6 +421,7 @@ def test_the_dim_of_a_target_that_takes_none_is_detected_said_and_checked(pool, 
     assert report.contract.dims == str(dim)
 
 
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_a_detected_dim_still_finds_the_bug_along_it(pool) -> None:
     report = run_check(f"{PLANTED}:gather_last_dim_reversed", Contract(ragged=False), max_examples=60,
                        timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=20.0)
@@ -427,6 +430,7 @@ def test_a_detected_dim_still_finds_the_bug_along_it(pool) -> None:
     assert finding.property == "values" and finding.case.dim == -1 and finding.case.world_size == 2, finding.message
 
 
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_a_dim_given_is_taken_and_never_replaced(pool) -> None:
     report = run_check(f"{PLANTED}:gather_last_dim", Contract(ragged=False, dims="0"), max_examples=30,
                        timeout_s=CASE_TIMEOUT_S, pool=pool, shrink_budget_s=5.0)
@@ -515,6 +519,7 @@ def test_a_misfit_is_exit_2_with_one_line_in_seconds(pool, capsys: pytest.Captur
     assert elapsed < MISFIT_LIMIT_S
 
 
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_an_exception_inside_the_target_on_the_probe_case_is_a_shrunk_finding(
         pool, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """It fails on the probe's own case (W=2, 3 elements per rank), and is shrunk from there."""

@@ -38,6 +38,7 @@ def test_a_target_taking_a_group_is_checked_on_subgroups_by_default(pool: LocalP
 
 
 @pytest.mark.parametrize("seed", range(2))
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_the_default_subgroups_find_the_global_rank_bug_whatever_the_seed(pool: LocalPool, seed: int) -> None:
     """Seeds 0-1 here; ``benchmarks/subgroups.py --seeds 30`` is the sweep (every seed, and the
     examples each took)."""
@@ -73,6 +74,7 @@ def test_the_flags_the_message_names_fit(pool: LocalPool, target: str, grad: str
     check_gather(f"{PLANTED}:{target}", collective="reduce-scatter", ragged=False, grad=grad, max_examples=30, seed=0)
 
 
+@pytest.mark.slow  # a search that finds and shrinks a failure: not the fast loop
 def test_differentiable_on_some_cases_only_stays_a_finding(pool: LocalPool) -> None:
     """Exit 2 never hides a bug: a result that requires grad at W=1 and not at W=2 is searched, and
     the finding says why no gradient came back, without the harness's frames."""
