@@ -14,6 +14,7 @@ and ``--compile`` finds a bug only the compiled code has, named so.
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import re
 import subprocess
@@ -27,6 +28,7 @@ from harness.core.case import Case, RankSpec
 from harness.core.contract import Contract
 from harness.core.conventions import Call
 from harness.core.errors import CompileTimeout
+from harness.pool import forkserver
 from harness.pool.watch import WINDOW_S, Watch, usage
 from harness.report.text import finding_message
 from harness.search.engine import run_check
@@ -90,6 +92,21 @@ def test_the_same_target_passes_eagerly(pool) -> None:
     report = run_check(f"{ROOT}/examples/compiled.py:fast_path_when_compiled", Contract(ragged=False, dtypes=("float32",),
                        world_sizes=(2, 2)), max_examples=20, timeout_s=CASE_TIMEOUT_S, pool=pool)
     assert report.verdict == "pass", "\n\n".join(finding_message(f) for f in report.findings)
+
+
+def test_a_command_that_compiles_forks_its_ranks_with_the_compiler_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compile``: every fresh rank set of its check (a failing shrink step's, a replay's) starts
+    with the compiler imported; any other command's forkserver does not import it."""
+    def preloaded() -> list[str]:
+        forkserver.context()
+        return list(multiprocessing.forkserver._forkserver._preload_modules)  # type: ignore[attr-defined]
+
+    assert not set(forkserver.COMPILER_PRELOAD) & set(preloaded())
+    monkeypatch.setattr(forkserver, "_COMPILING", [True])
+    compiling = preloaded()
+    assert set(forkserver.COMPILER_PRELOAD) <= set(compiling) and compiling[-1] == forkserver.PRELOAD[-1]
+    monkeypatch.undo()
+    assert preloaded() == forkserver.PRELOAD
 
 
 def test_a_compiled_call_says_so() -> None:

@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Exit.USAGE
     try:
         if args.command in RANK_COMMANDS and not getattr(args, "listen", None):
-            forkserver.start()
+            forkserver.start(compiling=bool(getattr(args, "compile", False)))
         return _run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -24,6 +24,11 @@ from harness import layers
 _RANKS = layers.package("ranks")
 #: What the forkserver imports before it forks any rank: the rank loop (and with it the rank side).
 PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
+#: ... and, for a command that compiles the target itself (``--compile``), the compiler: a fresh rank
+#: set (each failing shrink step with compiled collectives, each confirmation replay) would import it
+#: again on every rank before its first compile (1 s a rank on 2 cores).  Not for every command: a
+#: forkserver that imports it takes that second more to start.
+COMPILER_PRELOAD: list[str] = ["torch._inductor.compile_fx"]
 
 
 #: The longest path of an AF_UNIX socket (``sun_path`` less its terminator): Linux's, and the BSDs'.
@@ -37,11 +42,15 @@ SOCKET_PREFIX = "pymp-gather-harness-"
 _SOCKET_NAME_LENGTH = len(f"/{SOCKET_PREFIX}4194304-XXXXXXXX/listener-XXXXXXXX")
 
 
+_COMPILING: list[bool] = []
+
+
 def context() -> multiprocessing.context.ForkServerContext:
-    """The forkserver context ranks are started from, with :data:`PRELOAD` set."""
+    """The forkserver context ranks are started from, with :data:`PRELOAD` set (and
+    :data:`COMPILER_PRELOAD`, once :func:`start` was told the target is compiled)."""
     _socket_dir()
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload([*PRELOAD[:-1], *(COMPILER_PRELOAD if _COMPILING else []), PRELOAD[-1]])
     if not _STOP_REGISTERED:
         _STOP_REGISTERED.append(True)
         atexit.register(stop)  # before any pool registers its close: so it runs after them
@@ -108,7 +117,11 @@ def stop() -> None:
             del config["tempdir"]
 
 
-def start() -> None:
-    """Launch the forkserver now (it does its imports in the background); idempotent."""
+def start(*, compiling: bool = False) -> None:
+    """Launch the forkserver now (it does its imports in the background); idempotent.
+    ``compiling``: the command compiles its target (``--compile``), so the forkserver imports the
+    compiler too (:data:`COMPILER_PRELOAD`)."""
+    if compiling and not _COMPILING:
+        _COMPILING.append(True)
     context()
     forkserver.ensure_running()
