@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from harness.pool.pool import LocalPool
+
 pytestmark = pytest.mark.slow  # drivers started and killed in subprocesses (about 10 s each)
 
 #: The driver restores Python's Ctrl-C handler: a test suite started in the background by a shell
@@ -75,6 +77,9 @@ def test_no_rank_survives_its_driver(how: signal.Signals, mode: str) -> None:
         for pid in pids:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        # a driver ended before its exit handlers ran leaves its temporary directories, which the
+        # next pool removes: this one, so the suite's last such test leaves none behind either
+        LocalPool().close()
 
 
 def test_normal_exit_leaves_nothing_running_when_it_returns(tmp_path) -> None:
@@ -106,7 +111,7 @@ def test_a_dead_drivers_temporary_directories_are_removed_by_the_next_pool(tmp_p
     import tempfile
 
     from harness.pool import forkserver
-    from harness.pool.pool import TMP_PREFIX, LocalPool
+    from harness.pool.pool import TMP_PREFIX
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = [tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{int(gone.stdout)}-"),
@@ -123,7 +128,6 @@ def test_a_dead_drivers_temporary_directories_are_removed_by_the_next_pool(tmp_p
 
 def test_a_driver_ended_by_sigterm_leaves_a_socket_directory_the_next_pool_removes() -> None:
     from harness.pool import forkserver
-    from harness.pool.pool import LocalPool
 
     driver, pids = start_driver("idle")
     try:
