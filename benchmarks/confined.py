@@ -38,6 +38,7 @@ from harness.core.conventions import Call  # noqa: E402
 from harness.frontends.api import profile_settings  # noqa: E402
 from harness.pool.pool import Pool, shared_pool  # noqa: E402
 from harness.report.text import markdown_table, text_table  # noqa: E402
+from harness.search.engine import RANDOM_SHARE  # noqa: E402
 
 BUGS = "tests.planted.bugs"
 #: planted bug -> the pair of path values (or the one value) on which alone it is wrong
@@ -51,8 +52,10 @@ CONFINED: list[tuple[str, dict[str, str]]] = [
     ("uint8_sizes", {"long rank": "yes"}),
 ]
 TRANSPOSED = "all_gather_with_grad (transposed cotangent)"
-#: The strata a default run makes: all but a fifth of the ``ci`` profile's examples at most.
-DEFAULT_STRATA = profile_settings("ci").max_examples - profile_settings("ci").max_examples // 5
+_CI_EXAMPLES = profile_settings("ci").max_examples
+#: The strata a default run makes at most: the ``ci`` profile's examples less the share the search
+#: keeps for random draws (:data:`harness.search.engine.RANDOM_SHARE`), as ``run_check`` cuts them.
+DEFAULT_STRATA = _CI_EXAMPLES - _CI_EXAMPLES // RANDOM_SHARE
 
 
 def default_strata(contract: Contract, seed: int) -> list[strategies.Stratum]:

@@ -101,7 +101,7 @@ def test_a_command_that_compiles_forks_its_ranks_with_the_compiler_imported(monk
         forkserver.context()
         return list(multiprocessing.forkserver._forkserver._preload_modules)  # type: ignore[attr-defined]
 
-    assert not set(forkserver.COMPILER_PRELOAD) & set(preloaded())
+    assert preloaded() == forkserver.PRELOAD
     monkeypatch.setattr(forkserver, "_COMPILING", [True])
     compiling = preloaded()
     assert set(forkserver.COMPILER_PRELOAD) <= set(compiling) and compiling[-1] == forkserver.PRELOAD[-1]

@@ -22,7 +22,8 @@ from multiprocessing import forkserver, process, resource_tracker
 from harness import layers
 
 _RANKS = layers.package("ranks")
-#: What the forkserver imports before it forks any rank: the rank loop (and with it the rank side).
+#: What the forkserver imports before it forks any rank: the rank loop (and with it the rank side);
+#: the fast exit last, so that its exit handler runs before any the others registered.
 PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
 #: ... and, for a command that compiles the target itself (``--compile``), the compiler: a fresh rank
 #: set (each failing shrink step with compiled collectives, each confirmation replay) would import it
@@ -42,15 +43,20 @@ SOCKET_PREFIX = "pymp-gather-harness-"
 _SOCKET_NAME_LENGTH = len(f"/{SOCKET_PREFIX}4194304-XXXXXXXX/listener-XXXXXXXX")
 
 
+#: Set by :func:`start` for a command that compiles its target.
 _COMPILING: list[bool] = []
 
 
+def preload(*, compiling: bool) -> list[str]:
+    """:data:`PRELOAD`, with :data:`COMPILER_PRELOAD` before its last module when ``compiling``."""
+    return [*PRELOAD[:-1], *(COMPILER_PRELOAD if compiling else []), PRELOAD[-1]]
+
+
 def context() -> multiprocessing.context.ForkServerContext:
-    """The forkserver context ranks are started from, with :data:`PRELOAD` set (and
-    :data:`COMPILER_PRELOAD`, once :func:`start` was told the target is compiled)."""
+    """The forkserver context ranks are started from, with :func:`preload`'s modules set."""
     _socket_dir()
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([*PRELOAD[:-1], *(COMPILER_PRELOAD if _COMPILING else []), PRELOAD[-1]])
+    ctx.set_forkserver_preload(preload(compiling=bool(_COMPILING)))
     if not _STOP_REGISTERED:
         _STOP_REGISTERED.append(True)
         atexit.register(stop)  # before any pool registers its close: so it runs after them
