@@ -9,6 +9,7 @@ finding the usual search reports.
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from harness.strategies import random_strata
@@ -67,10 +68,15 @@ def test_a_batch_stops_at_the_first_case_that_fails_on_a_rank_and_its_ranks_are_
 
 def test_a_fault_in_a_batch_says_on_which_case_and_replaces_the_ranks(pool: LocalPool) -> None:
     """The ranks publish which case they are on, so a hang names its case (the first here: the
-    planted target hangs on every call) though the hung rank sends nothing back."""
+    planted target hangs on every call) though the hung rank sends nothing back.  The case has
+    its timeout from when it began, once: not a second one because the ranks published it after
+    the batch was sent (a hung batch waited two timeouts so)."""
+    assert pool.run_batch(batch(drawn(2, 2))).passed == 2  # warm ranks: the timing is the batch's own
     before = pool.existing("gloo", "cpu", 2)
+    started = time.monotonic()
     run = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:hang_rank1"), timeout=2.0)
     assert (run.passed, run.fault) == (0, "hang")
+    assert time.monotonic() - started < 2 * 2.0
     assert before is None or before.broken
     assert pool.run_batch(batch(drawn(2, 4))).passed == 4  # fresh ranks, warm again
 

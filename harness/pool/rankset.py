@@ -363,7 +363,8 @@ class RankSet(RankEvidence):
         ledgers = Ledgers(self.last, layout)
         watch = Watch(self._usage, started, timeout_s, self._compiling)  # not kept: it holds this set (a GC cycle)
         ended = False  # a rank has raised or died: the others have the grace
-        on = self._batch_cases()  # in a batch: the case each rank is on; each case has the whole timeout
+        batch = name == "batch"
+        on, moved = self._batch_cases(), started  # in a batch: the case each rank is on, and since when
         while pending:
             now = time.monotonic()
             if now >= deadline - WINDOW_S:
@@ -385,8 +386,10 @@ class RankSet(RankEvidence):
                 break
             if pending and ended and watch.settled(sorted(pending.values()), time.monotonic()):
                 break
-            if pending and not ended and time.monotonic() >= deadline and on != (on := self._batch_cases()):
-                deadline = time.monotonic() + timeout_s
+            if batch and on != (on := self._batch_cases()):
+                moved = time.monotonic()
+            if pending and not ended and time.monotonic() >= deadline and moved + timeout_s > deadline:
+                deadline = moved + timeout_s  # each case of a batch has the whole timeout from when it began
                 continue
             if pending and time.monotonic() >= deadline:
                 later = watch.more_time(sorted(pending.values()), time.monotonic())
