@@ -81,6 +81,18 @@ def test_a_fault_in_a_batch_says_on_which_case_and_replaces_the_ranks(pool: Loca
     assert pool.run_batch(batch(drawn(2, 4))).passed == 4  # fresh ranks, warm again
 
 
+def test_a_rank_that_stopped_at_a_failing_case_is_not_waited_for_by_its_peers(pool: LocalPool) -> None:
+    """Rank 1 raises inside the gather its peers wait in (the backend refuses its sizes), so its
+    batch stops at that case while theirs cannot go on: its reply ends the batch, as a raise ends
+    a case run alone, instead of the peers' timeout (the catalogue's ragged all-to-alls on gloo
+    waited 5 s a batch so)."""
+    assert pool.run_batch(batch(drawn(2, 2))).passed == 2  # warm ranks: the timing is the batch's own
+    started = time.monotonic()
+    run = pool.run_batch(batch(drawn(2, 6), target="tests.planted.faults:raises_inside_rank1"), timeout=TIMEOUT_S)
+    assert run.passed == 0
+    assert time.monotonic() - started < TIMEOUT_S
+
+
 def test_each_case_of_a_batch_has_the_whole_timeout(pool: LocalPool) -> None:
     """Twenty cases of 0.1 s asleep each, against a 0.3 s timeout: longer in all than the patience
     given a busy case (``PATIENCE`` timeouts), but the ranks say they moved on to the next case,

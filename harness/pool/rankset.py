@@ -344,8 +344,9 @@ class RankSet(RankEvidence):
         """Send one message to every rank and collect the replies until done, provably stuck, or out of time.
 
         It reads the ranks' ledgers while waiting and stops at once on a desync or a doomed wait.
-        Once a rank raises or dies the others get :data:`GRACE_S` more, or less once seen idle
-        (:meth:`Watch.settled`).  In a batch each case has the whole ``timeout_s``.
+        Once a rank raises or dies, or in a batch stops at a case that failed on it, the others get
+        :data:`GRACE_S` more, or less once seen idle (:meth:`Watch.settled`): they can finish the
+        case they are on, never enter another with it.  In a batch each case has the whole ``timeout_s``.
         """
         message = encode(name, payload)
         for r in range(self.world_size):
@@ -380,7 +381,7 @@ class RankSet(RankEvidence):
                     result = results[r] = _receive_result(item)
                     if result is None:
                         self.closed.add(r)
-                    if result is None or result.error:
+                    if result is None or result.error or (batch and _stopped_early(result, payload)):
                         deadline, ended = min(deadline, time.monotonic() + GRACE_S), True
             if pending and (ledgers.mismatch() or ledgers.doomed(sorted(pending.values()), results)):
                 break
@@ -411,6 +412,11 @@ class RankSet(RankEvidence):
     def _batch_cases(self) -> tuple[int | None, ...]:
         """Which case of a batch each rank has published it is on (``None`` outside a batch)."""
         return tuple(read_slot(slot).counts.get(BATCH_CASE) for slot in self.last)
+
+
+def _stopped_early(result: RankResult, batch: BatchRequest) -> bool:
+    """Whether a rank's reply to ``batch`` says it stopped at a case that failed on it."""
+    return isinstance(result.value, BatchSummary) and result.value.passed < len(batch.requests)
 
 
 @contextlib.contextmanager
