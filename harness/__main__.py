@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from harness.frontends.commands import main as run_command
+from harness.pool import forkserver
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +33,7 @@ def entry() -> NoReturn:
     first registered and so the last to run.  An uncaught exception exits the usual way.
     """
     status: list[int] = []
+    forkserver.share_imports()
     atexit.register(_exit_now, status)
     sys.stdout, sys.stderr = _QuietWhenClosed(sys.stdout), _QuietWhenClosed(sys.stderr)
     status.append(main())

@@ -105,6 +105,64 @@ def marked(pid: int, mark: str) -> bool:
         return False
 
 
+#: A gather whose rank 1 sleeps before it: a command checking it has its ranks up, and busy, for minutes.
+SLEEPS_ON_RANK_1 = textwrap.dedent(
+    """
+    import time
+    import torch
+    import torch.distributed as dist
+
+    def gather(x, dim):
+        if dist.get_rank() == 1:
+            time.sleep(600)
+        pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(pieces, x.contiguous())
+        return torch.cat(pieces, dim)
+    """
+)
+
+
+def processes(mark: str) -> dict[int, tuple[int, bytes]]:
+    """Every live process with ``mark`` in its environment: its parent's pid and its command line."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and alive(int(name)) and marked(int(name), mark):
+            try:
+                with open(f"/proc/{name}/stat") as stat, open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                    found[int(name)] = (int(stat.read().split(")")[-1].split()[1]), cmdline.read())
+            except OSError:
+                continue
+    return found
+
+
+def test_a_command_lines_forkserver_is_forked_from_it_and_goes_with_it(tmp_path) -> None:
+    """``python -m harness`` forks its rank forkserver from itself (torch imported once, not again by a
+    new interpreter), and that server keeps none of the driver's descriptors but those passed to it:
+    the driver killed outright, its alive pipe closes and the server and the ranks go."""
+    (tmp_path / "sleeps.py").write_text(SLEEPS_ON_RANK_1)
+    mark = f"forked-{os.getpid()}-{time.monotonic_ns()}"
+    driver = subprocess.Popen([sys.executable, "-m", "harness", "check", "sleeps.py:gather", "--world-sizes", "2-2",
+                               "--timeout", "60"], cwd=tmp_path, env={**os.environ, "GATHER_TEST_MARK": mark},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen = processes(mark)
+            servers = [pid for pid, (parent, line) in seen.items() if parent == driver.pid and line == seen[driver.pid][1]]
+            if servers and sum(parent == servers[0] for parent, _ in seen.values()) >= 2:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no forked forkserver with two ranks within 60 s: {seen}")
+        assert not [line for _, line in seen.values() if b"multiprocessing.forkserver" in line]  # no new interpreter
+        driver.kill()
+        driver.wait(timeout=30)
+        assert wait_all_gone(list(seen)) == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
 def test_a_dead_drivers_temporary_directories_are_removed_by_the_next_pool(tmp_path) -> None:
     """Its ranks' directory and its forkserver's socket directory (what SIGKILL, or SIGTERM where nothing
     handles it, leaves); a live driver's are kept."""

@@ -83,3 +83,21 @@ def test_a_backend_or_device_this_machine_lacks_is_a_usage_error(argv: list[str]
         pytest.skip("this machine has a CUDA device")
     assert cli.main(["report", "--variants", "ours_sum", *argv]) == 2
     assert capsys.readouterr().err.startswith(f"error: {message}")
+
+
+def test_a_worker_that_ends_first_leaves_the_others_forkserver_running(tmp_path: Path) -> None:
+    """Two workers: the one with the two quick rows ends first while the other still starts ranks
+    (the all-to-all's crashes take fresh sets).  Each worker's forkserver is its own, its socket too:
+    the first one's end removes only its own (it removed the driver's, which the other's server
+    listened in: 'not checked: FileNotFoundError')."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "--variants", "a2a_nn_all_to_all,ours_sum,ours_local", "--quiet"],
+        cwd=tmp_path, env={**env, "GATHER_HARNESS_REPORT_JOBS": "2"}, capture_output=True, text=True,
+        timeout=COMMAND_TIMEOUT_S,
+    )
+    rows = {words[0]: words for words in map(str.split, done.stdout.splitlines())
+            if words[:1] in (["ours_sum"], ["ours_local"], ["a2a_nn_all_to_all"])}
+    assert ": not checked: " not in done.stderr, done.stderr
+    assert ["pass" in rows["ours_sum"], "pass" in rows["ours_local"], "fail" in rows["a2a_nn_all_to_all"]] == [True] * 3
+    assert done.returncode == 0, done.stdout + done.stderr

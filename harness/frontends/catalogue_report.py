@@ -257,6 +257,7 @@ def _worker(conn: Connection, share: list[tuple[int, VariantSpec]], options: dic
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    forkserver.start()  # its ranks' own, forked from it while it has no thread, as the command line's is
     signal.signal(signal.SIGTERM, stop)
     threading.Thread(target=_watch_driver, args=(driver_pid,), daemon=True, name="driver-watchdog").start()
     pool: LocalPool | None = None
