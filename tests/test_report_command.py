@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.frontends import catalogue_report
 from harness.frontends import commands as cli
 from harness.pool.pool import LocalPool
 from harness.report.catalogue_table import HEADER, TEXT_HEADER, WIDTH
@@ -93,7 +94,7 @@ def test_a_worker_that_ends_first_leaves_the_others_forkserver_running(tmp_path:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
     done = subprocess.run(
         [sys.executable, "-m", "harness", "report", "--variants", "a2a_nn_all_to_all,ours_sum,ours_local", "--quiet"],
-        cwd=tmp_path, env={**env, "GATHER_HARNESS_REPORT_JOBS": "2"}, capture_output=True, text=True,
+        cwd=tmp_path, env={**env, catalogue_report.JOBS_ENV: "2"}, capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S,
     )
     rows = {words[0]: words for words in map(str.split, done.stdout.splitlines())
