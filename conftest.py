@@ -7,6 +7,12 @@ so ``CI=true`` selects our ``ci`` profile, never Hypothesis' built-in one.
 
 from __future__ import annotations
 
+import getpass
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
 import pytest
 import torch
 from hypothesis import settings
@@ -27,6 +33,19 @@ def pool() -> LocalPool:
     shared = shared_pool()
     yield shared
     shared.close()
+
+
+@pytest.fixture
+def subprocess_env() -> Iterator[dict[str, str]]:
+    """The environment for a test's subprocesses, with a temporary directory of the test's own that
+    goes with the test: torchrun leaves a ``torchelastic_*`` log directory in the temporary directory
+    of every job it runs, which the suite must not leave in the system's.  Short (``mkdtemp`` under the
+    system's, not ``tmp_path``): a rank's socket path in it must fit in 108 bytes.  Compiles keep
+    torch's usual cache (under the system's temporary directory), warm across tests as in-process."""
+    inductor_cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    own = tempfile.mkdtemp(prefix="gather-test-tmp-")
+    yield {"TORCHINDUCTOR_CACHE_DIR": inductor_cache, **os.environ, "TMPDIR": own}
+    shutil.rmtree(own, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -83,11 +83,11 @@ def checked_script(block: str) -> str:
 
 
 @pytest.mark.parametrize(("page", "block"), page_blocks(), ids=[block_id(*pair) for pair in page_blocks()])
-def test_the_block_runs_as_printed(page: Path, block: str, tmp_path: Path) -> None:
+def test_the_block_runs_as_printed(page: Path, block: str, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     for name, source in _FILE_BLOCK.findall(page.read_text()):
         (tmp_path / name).write_text(source)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**subprocess_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     for name in ("PYTEST_XDIST_WORKER", "GATHER_HARNESS_DIR", "GATHER_HARNESS_DATABASE"):
         env.pop(name, None)
     done = subprocess.run(["bash", "-c", checked_script(block)], cwd=tmp_path, env=env, capture_output=True,

@@ -48,10 +48,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_nodes(driver: str, nproc: int, logs: Path, max_restarts: int = 0) -> list[subprocess.Popen]:
+def start_nodes(driver: str, nproc: int, logs: Path, environ: dict[str, str],
+                max_restarts: int = 0) -> list[subprocess.Popen]:
     """Two torchrun 'nodes' of ``nproc`` ranks each, serving the driver at ``driver``."""
     endpoint = f"127.0.0.1:{free_port()}"
-    env = {**os.environ, AUTHKEY_ENV: AUTHKEY, "OMP_NUM_THREADS": "1"}
+    env = {**environ, AUTHKEY_ENV: AUTHKEY, "OMP_NUM_THREADS": "1"}
     nodes = []
     for node in (0, 1):
         command = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
@@ -99,12 +100,12 @@ def parent_of(pid: int) -> int:
         return int(handle.read().rsplit(")", 1)[1].split()[1])
 
 
-def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
+def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """Cases run on the job's ranks, a correct gather passes, a planted bug is found, and a
     fault ends the set: torchrun restarts the ranks and the driver goes on with them."""
     pool = RemotePool("127.0.0.1:0", world_size=4, timeout=5.0, connect_timeout=JOB_TIMEOUT_S,
                       reconnect_timeout=JOB_TIMEOUT_S, authkey=AUTHKEY.encode(), announce=lambda text: None)
-    nodes = start_nodes(pool.address, nproc=2, logs=tmp_path, max_restarts=2)
+    nodes = start_nodes(pool.address, nproc=2, logs=tmp_path, environ=subprocess_env, max_restarts=2)
     pids: list[int] = []
     try:
         first = [res.value for res in pool.call(4, "os:getpid")]
@@ -136,7 +137,7 @@ def test_a_torchrun_job_on_two_nodes_serves_the_driver(tmp_path: Path) -> None:
     assert_gone(pids + [node.pid for node in nodes])
 
 
-def test_check_listen_finds_a_bug_on_a_torchrun_job(tmp_path: Path) -> None:
+def test_check_listen_finds_a_bug_on_a_torchrun_job(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """``check --listen``: the driver prints where to connect, the job's ranks run every case."""
     address_file = tmp_path / "driver"
     driver = subprocess.Popen(
@@ -150,7 +151,7 @@ def test_check_listen_finds_a_bug_on_a_torchrun_job(tmp_path: Path) -> None:
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while not address_file.exists() and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        nodes = start_nodes(address_file.read_text().strip(), nproc=1, logs=tmp_path)
+        nodes = start_nodes(address_file.read_text().strip(), nproc=1, logs=tmp_path, environ=subprocess_env)
         out, err = driver.communicate(timeout=JOB_TIMEOUT_S)
     finally:
         if driver.poll() is None:

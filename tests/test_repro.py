@@ -72,9 +72,10 @@ def find(pool: LocalPool, target: str, contract: Contract) -> Finding:
     return report.findings[0]
 
 
-def run_script(path: Path, *prefix: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_script(path: Path, *prefix: str, cwd: Path, environ: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*prefix, str(path)], cwd=cwd, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
-                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
+                          env={k: v for k, v in (environ or os.environ).items() if k not in ("RANK", "WORLD_SIZE")})
 
 
 def test_repro_of_a_value_bug_fails_the_same_way(pool: LocalPool, gathers: str, tmp_path: Path) -> None:
@@ -122,12 +123,13 @@ def test_a_hang_ends_with_the_watchdog(tmp_path: Path) -> None:
     assert "hang_rank1" in done.stdout
 
 
-def test_repro_runs_under_torchrun(gathers: str, tmp_path: Path) -> None:
+def test_repro_runs_under_torchrun(gathers: str, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     finding = Finding("gradients", "mismatch", TWO_RANKS, "local, not sum", [])
     path = repro.write(finding, f"{gathers}:local_as_sum", tmp_path)
     assert f"torchrun --standalone --nproc-per-node 2 {path.name}" in path.read_text()
     torchrun = Path(sys.executable).with_name("torchrun")
-    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=tmp_path)
+    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=tmp_path,
+                      environ=subprocess_env)
     assert done.returncode != 0
     gradient_lines = [line for line in done.stdout.splitlines() if line.startswith("[gradients] grad[0]=")]
     assert any(line.endswith("on rank 0") for line in gradient_lines), done.stdout
@@ -268,7 +270,7 @@ def harness_lines(script: str) -> int:
     return total if inlined is None else total - (inlined.end_lineno or inlined.lineno) + inlined.lineno - 1
 
 
-def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Path) -> None:
+def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     sync = Call(name="SyncFunction.apply", positional=(), apply=True)
     finding = Finding("gradients", "mismatch", MIXED, "", [], call=sync)
     path = minimal_repro.write(finding, "harness.variants.contrastive:SyncFunction", tmp_path / "gradients.py",
@@ -279,7 +281,7 @@ def test_the_minimal_repro_needs_only_torch_and_runs_under_torchrun(tmp_path: Pa
     assert imported == {"faulthandler", "multiprocessing", "os", "socket", "sys", "torch", "torch.distributed",
                         "harness.variants.contrastive"}  # the last: the target itself
     torchrun = Path(sys.executable).with_name("torchrun")
-    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=ROOT)
+    done = run_script(path, str(torchrun), "--standalone", "--nproc-per-node", "2", cwd=ROOT, environ=subprocess_env)
     assert done.returncode != 0, done.stdout + done.stderr
     assert "rank 0: grad[0, 1] = 3.0, expected 5.0" in done.stdout, done.stdout
 
