@@ -19,7 +19,7 @@ def _ready() -> None:
     try:
         from torch._inductor.cpu_vec_isa import pick_vec_isa
     except ImportError:  # torch 2.4 keeps it in the code cache's module
-        from torch._inductor.codecache import pick_vec_isa  # type: ignore[attr-defined,no-redef]
+        from torch._inductor.codecache import pick_vec_isa
     pick_vec_isa()
 
 
