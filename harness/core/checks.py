@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -318,24 +319,27 @@ def check_misuse_result(case: Case, result: RankResult) -> list[Violation]:
     return [Violation("misuse", "wrong-answer", v.rank, "silently wrong answer out of contract: " + v.message) for v in wrong]
 
 
-def matching_contracts(outcome: Outcome) -> frozenset[str] | None:
-    """The gradient contracts (local, sum, mean) the returned gradients match on every rank;
-    ``None`` when the case says nothing about gradients.  Callers intersect over cases."""
+def matching_contracts(outcome: Outcome, candidates: Iterable[str] | None = None) -> frozenset[str] | None:
+    """The gradient contracts (local, sum, mean; or only those of ``candidates``) the returned
+    gradients match on every rank; ``None`` when the case says nothing about gradients.  Callers
+    intersect over cases, so a contract an earlier case ruled out need not be computed again."""
     case = outcome.case
     if outcome.fault or outcome.errors or case.dtype not in DIFFERENTIABLE_DTYPES:
         return None
     results = [res for res in outcome.results if res is not None and not res.idle]
-    return frozenset(COLLECTIVES[case.collective].grads).intersection(
-        *(contracts_matched(case, res) for res in results))
+    contracts = COLLECTIVES[case.collective].grads if candidates is None else tuple(candidates)
+    return frozenset(contracts).intersection(*(contracts_matched(case, res, contracts) for res in results))
 
 
-def contracts_matched(case: Case, result: RankResult) -> frozenset[str]:
-    """The gradient contracts one rank's gradient matches (none without a gradient of ``x``'s shape)."""
+def contracts_matched(case: Case, result: RankResult, candidates: Iterable[str] | None = None) -> frozenset[str]:
+    """The gradient contracts (of ``candidates``, default all) one rank's gradient matches (none
+    without a gradient of ``x``'s shape).  The case's own contract's gradient is the one the check
+    computed already (cached)."""
     if result.grad is None or result.input_after is None or result.grad.shape != result.input_after.shape:
         return frozenset()
-    return frozenset(contract for contract in COLLECTIVES[case.collective].grads
-                     if bool(reference.within_bound(result.grad, reference.expected_grad(case, result.rank,
-                                                                                          contract)).all()))
+    contracts = COLLECTIVES[case.collective].grads if candidates is None else candidates
+    return frozenset(contract for contract in contracts
+                     if bool(reference.within_bound(result.grad, _expected_grad(case, result.rank, contract)).all()))
 
 
 def batch_notes(summary: BatchSummary, case: Case, result: RankResult, *, semantics: bool) -> None:

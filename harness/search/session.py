@@ -35,7 +35,7 @@ from harness.core.checks import (
     precompute_reference,
 )
 from harness.core.compare import Violation
-from harness.core.contract import MAX_WORLD_SIZE, is_mesh_layout
+from harness.core.contract import COLLECTIVES, MAX_WORLD_SIZE, is_mesh_layout
 from harness.core.conventions import Call
 from harness.pool.faults import Outcome
 from harness.pool.pool import Pool
@@ -134,9 +134,15 @@ class _Session:
     def judge(self, case: Case) -> list[Violation]:
         """Run ``case`` in contract; note what it matched; forget the target's state after a failure."""
         outcome = self._run(case, self._repeats(case))
-        if self.semantics is not None and case.grad != "none":
-            self._count_semantics(case, matching_contracts(outcome))
+        if self.semantics is not None and case.grad != "none" and confirm.uniform_layouts(case):
+            self._count_semantics(case, matching_contracts(outcome, self._unrefuted(case)))
         return self._judged(outcome, check_outcome(outcome, bits=self.bits))
+
+    def _unrefuted(self, case: Case) -> list[str]:
+        """The gradient contracts every graded case so far matched: only those can be de facto
+        (:meth:`~harness.search.results.CheckReport.de_facto_semantics`), so only those are computed."""
+        graded = self.semantics[""] if self.semantics is not None else 0
+        return [c for c in COLLECTIVES[case.collective].grads if self.semantics is None or self.semantics[c] == graded]
 
     def _count_semantics(self, case: Case, matched: frozenset[str] | None) -> None:
         """Count the gradient contracts a case's gradients matched (``None``: it says nothing of them)."""
