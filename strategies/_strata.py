@@ -24,6 +24,7 @@ import functools
 import itertools
 import math
 import random
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -72,13 +73,15 @@ class Stratum:
     path: dict[str, str] = field(default_factory=dict)
 
 
-def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str, seed: int) -> list[Stratum]:
-    """A case per row of the pairwise schedule of ``contract`` over ``dtypes``, most new pairs first."""
+def strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, device: str, seed: int,
+           count: int | None = None) -> list[Stratum]:
+    """A case per row of the pairwise schedule of ``contract`` over ``dtypes``, most new pairs first;
+    ``count``: only the first so many (the rest of the schedule is not computed)."""
     names = simplest_first(dtypes)
     domain = Space.for_contract(contract, names).domain()
     rng = random.Random(seed)
     layers = []
-    for n, row in enumerate(covering_rows(tuple(domain.items()), seed)):
+    for n, row in enumerate(covering_rows(tuple(domain.items()), seed, count)):
         case = _built(contract, row, rng, backend, device, passes_group=n % 2 == 0)
         layers.append(Stratum(_label(row), case, _like(contract, row, backend, device), row))
     return layers
@@ -103,29 +106,56 @@ def random_strata(*, contract: Contract, dtypes: tuple[str, ...], backend: str, 
         yield Stratum(_label(row), case, likes[n], row)
 
 
-@functools.cache
-def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: int) -> tuple[dict[str, str], ...]:
-    """Rows over ``domain`` covering every possible pair of values (:meth:`Space.possible_pairs`).
+def covering_rows(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: int,
+                  count: int | None = None) -> tuple[dict[str, str], ...]:
+    """Rows over ``domain`` covering every possible pair of values (:meth:`Space.possible_pairs`);
+    ``count``: the first so many of them only.
 
     The first row holds the simplest value of every axis; each next one is the best of
     :data:`CANDIDATES` built greedily from an uncovered pair.  Cached: every check of a run
-    with the same space and seed (a catalogue's) shares the schedule.
+    with the same space and seed (a catalogue's) shares the schedule, computed as far as asked
+    (a search of 60 examples runs 48 strata of the 35-68 rows a contract has).
     """
-    domain = dict(domain_items)
-    uncovered = set(possible_pairs(domain))
-    labels = _Labels(domain)
-    rng = random.Random(seed)
-    rows: list[dict[str, str]] = []
-    while uncovered:
+    return _schedule(domain_items, seed).first(count)
+
+
+@functools.cache
+def _schedule(domain_items: tuple[tuple[str, tuple[str, ...]], ...], seed: int) -> _Schedule:
+    return _Schedule(dict(domain_items), seed)
+
+
+class _Schedule:
+    """The covering rows of one domain and seed, each computed when first asked for: the rows
+    are chosen one after another from one random generator, so a prefix is the same however
+    far the schedule was computed before."""
+
+    def __init__(self, domain: dict[str, tuple[str, ...]], seed: int) -> None:
+        self.domain = domain
+        self.uncovered = set(possible_pairs(domain))
+        self.labels = _Labels(domain)
+        self.rng = random.Random(seed)
+        self.rows: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    def first(self, count: int | None) -> tuple[dict[str, str], ...]:
+        with self.lock:
+            while self.uncovered and (count is None or len(self.rows) < count) and self._extend():
+                pass
+            return tuple(self.rows[:count])
+
+    def _extend(self) -> bool:
+        """Add the next row; ``False`` (and the schedule is complete) when no candidate covers more."""
+        domain, uncovered, rng = self.domain, self.uncovered, self.rng
         ordered = sorted(uncovered)
-        candidates = [_candidate(domain, uncovered, ordered[rng.randrange(len(ordered))], rng, labels)
-                      for _ in range(CANDIDATES)] if rows else [_simplest(domain)]
+        candidates = [_candidate(domain, uncovered, ordered[rng.randrange(len(ordered))], rng, self.labels)
+                      for _ in range(CANDIDATES)] if self.rows else [_simplest(domain)]
         best = max(candidates, key=lambda row: len(_covered(row) & uncovered))
         if not _covered(best) & uncovered:
-            break
-        rows.append(best)
+            uncovered.clear()
+            return False
+        self.rows.append(best)
         uncovered -= _covered(best)
-    return tuple(rows)
+        return True
 
 
 class _Labels:

@@ -13,6 +13,7 @@ from harness.strategies import (
     SIMPLEST_DTYPES,
     Like,
     RaggedShapes,
+    _strata,
     cases,
     contract_violations,
     dtypes,
@@ -24,6 +25,7 @@ from harness.strategies import (
     rank_specs,
     world_sizes,
 )
+from harness.strategies.space import Space
 from harness.strategies.space import axes as coverage_axes
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
@@ -402,6 +404,23 @@ def test_the_strata_reach_every_pair_of_path_values(name: str) -> None:
         assert coverage.cells_reached()[0] == coverage.cells_reached()[1]
         if contract.world_sizes[1] <= 4:
             assert len(layers) <= 80, (name, len(layers))
+
+
+@pytest.mark.parametrize("name", ["ragged, sum, groups", "reduce-scatter"])
+def test_the_first_rows_asked_for_are_the_whole_schedules_first_rows(name: str) -> None:
+    """A search asks only for the strata it runs (``count``), and the schedule is computed that
+    far: the rows are the same, asked for first or after the whole schedule, in any order."""
+    domain = tuple(Space.for_contract(SCHEDULED[name], GLOO_DTYPES).domain().items())
+    covering_rows = strategies.covering_rows
+    for seed in (0, 1):
+        _strata._schedule.cache_clear()
+        first = covering_rows(domain, seed, 5)
+        more = covering_rows(domain, seed, 20)
+        whole = covering_rows(domain, seed)
+        _strata._schedule.cache_clear()
+        alone = covering_rows(domain, seed)
+        assert len(first) == 5 and len(more) == 20 and len(whole) > 20
+        assert first == whole[:5] and more == whole[:20] and whole == alone and covering_rows(domain, seed, 5) == first
 
 
 def test_a_stratum_holds_the_values_of_its_row() -> None:

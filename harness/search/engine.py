@@ -143,9 +143,8 @@ def run_check(
         report.findings = session.confirmed([session.fewest_ranks(finding, session.judge) for finding in shrunk])
     if not report.findings:
         layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
-                                   seed=search.seed or 0)
-        if search.duration_s is None:  # a fifth of the budget at least is drawn at random
-            layers = layers[: max(1, budget - budget // RANDOM_SHARE)]
+                                   seed=search.seed or 0,  # a fifth of a budget at least is drawn at random
+                                   count=None if search.duration_s is not None else max(1, budget - budget // RANDOM_SHARE))
         def up_to(world: int) -> SearchStrategy[Case]:
             """Every case of the contract on at most ``world`` ranks."""
             lo, hi = contract.world_sizes
