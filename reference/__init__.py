@@ -228,7 +228,11 @@ def _parts(t: torch.Tensor) -> torch.Tensor:
 
 
 def _fsum(terms: torch.Tensor) -> torch.Tensor:
-    """Correctly rounded elementwise sum over the first axis (``math.fsum``): order-free."""
+    """Correctly rounded elementwise sum over the first axis (``math.fsum``): order-free.  One term
+    is its own sum, as ``fsum`` gives it (``-0.0 + 0.0`` is the ``0.0`` it returns): the local
+    and adjoint contracts' gradients, without a Python call per element."""
+    if terms.shape[0] == 1:
+        return terms[0] + 0.0
     rows = terms.flatten(1).T.tolist()
     return torch.tensor([math.fsum(row) for row in rows], dtype=torch.float64).reshape(terms.shape[1:])
 
