@@ -35,10 +35,11 @@ _RANKS = layers.package("ranks")
 #: the fast exit last, so that its exit handler runs before any the others registered.
 PRELOAD: list[str] = [f"{_RANKS}.rank", "torch._dynamo", f"{_RANKS}._fast_exit"]
 #: ... and, for a command that compiles the target itself (``--compile``), the compiler, with its
-#: question of which vector instructions the CPU kernels may use answered (:mod:`harness.ranks._compiler`):
-#: a fresh rank set (each failing shrink step with compiled collectives, each confirmation replay)
-#: would import it and ask again on every rank before its first compile (2.5 s a rank on 2 cores).
-#: Not for every command: a forkserver that does this takes about 2 s more to start.
+#: question of which vector instructions the CPU kernels may use answered (``harness.ranks._compiler``
+#: does both on import; named literally here, so that no docstring check imports it): a fresh rank
+#: set (each failing shrink step with compiled collectives, each confirmation replay) would import it
+#: and ask again on every rank before its first compile (2.5 s a rank on 2 cores).  Not for every
+#: command: a forkserver that does this takes about 2 s more to start.
 COMPILER_PRELOAD: list[str] = [f"{_RANKS}._compiler"]
 
 
