@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -43,8 +44,8 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start_driver(mode: str) -> tuple[subprocess.Popen, list[int]]:
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, text=True,
+def start_driver(mode: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, list[int]]:
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, text=True, env=env,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), start_new_session=True)
     line = driver.stdout.readline()
     pids = [int(p) for p in line.split()]
@@ -184,10 +185,14 @@ def test_a_dead_drivers_temporary_directories_are_removed_by_the_next_pool(tmp_p
         os.rmdir(live)
 
 
-def test_a_driver_ended_by_sigterm_leaves_a_socket_directory_the_next_pool_removes() -> None:
+def test_a_driver_ended_by_sigterm_leaves_a_socket_directory_the_next_pool_removes(
+        subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver, and the pool here that removes what it left, have a temporary directory of their
+    own: in the system's, another xdist worker's pool could remove it before this test looks."""
     from harness.pool import forkserver
 
-    driver, pids = start_driver("idle")
+    monkeypatch.setattr(tempfile, "tempdir", subprocess_env["TMPDIR"])
+    driver, pids = start_driver("idle", env=subprocess_env)
     try:
         driver.send_signal(signal.SIGTERM)
         driver.wait(timeout=30)
