@@ -142,9 +142,10 @@ def run_check(
             contract=contract, dtypes=(probed.failed.case.dtype,), backend=backend, device=device))
         report.findings = session.confirmed([session.fewest_ranks(finding, session.judge) for finding in shrunk])
     if not report.findings:
+        # by a budget of examples, a fifth of it at least is drawn at random; by a duration, every stratum runs
+        strata_run = max(1, budget - budget // RANDOM_SHARE) if search.duration_s is None else None
         layers = strategies.strata(contract=contract, dtypes=dtypes, backend=backend, device=device,
-                                   seed=search.seed or 0,  # a fifth of a budget at least is drawn at random
-                                   count=None if search.duration_s is not None else max(1, budget - budget // RANDOM_SHARE))
+                                   seed=search.seed or 0, count=strata_run)
         def up_to(world: int) -> SearchStrategy[Case]:
             """Every case of the contract on at most ``world`` ranks."""
             lo, hi = contract.world_sizes
@@ -173,8 +174,9 @@ def run_check(
         report.misuse_examples = misuse.progress.examples
         report.unattributed += misuse.unattributed
     if session.semantics is not None:
-        report.graded_cases = session.semantics.pop("", 0)  # a contract one case refuted is no longer computed:
-        report.de_facto = {c: n for c, n in session.semantics.items() if n == report.graded_cases}  # only these count
+        report.graded_cases = session.semantics.pop("", 0)
+        # a contract one case refuted is not counted on (_unrefuted): only those every case matched are kept
+        report.de_facto = {c: n for c, n in session.semantics.items() if n == report.graded_cases}
     for case, failed in session.progress.seen:
         report.coverage.record(case, failed)
     report.elapsed_s = time.monotonic() - started

@@ -135,14 +135,8 @@ class _Session:
         """Run ``case`` in contract; note what it matched; forget the target's state after a failure."""
         outcome = self._run(case, self._repeats(case))
         if self.semantics is not None and case.grad != "none" and confirm.uniform_layouts(case):
-            self._count_semantics(case, matching_contracts(outcome, self._unrefuted(case)))
+            self._count_semantics(case, matching_contracts(outcome, _unrefuted(self.semantics, case)))
         return self._judged(outcome, check_outcome(outcome, bits=self.bits))
-
-    def _unrefuted(self, case: Case) -> list[str]:
-        """The gradient contracts every graded case so far matched: only those can be de facto
-        (:meth:`~harness.search.results.CheckReport.de_facto_semantics`), so only those are computed."""
-        graded = self.semantics[""] if self.semantics is not None else 0
-        return [c for c in COLLECTIVES[case.collective].grads if self.semantics is None or self.semantics[c] == graded]
 
     def _count_semantics(self, case: Case, matched: frozenset[str] | None) -> None:
         """Count the gradient contracts a case's gradients matched (``None``: it says nothing of them)."""
@@ -529,6 +523,13 @@ class _Session:
             return violations
 
         return replay
+
+
+def _unrefuted(semantics: collections.Counter[str], case: Case) -> list[str]:
+    """The gradient contracts every graded case so far matched (``semantics[""]`` counts those
+    cases): only those can be de facto (:meth:`~harness.search.results.CheckReport.de_facto_semantics`),
+    so only those are computed."""
+    return [c for c in COLLECTIVES[case.collective].grads if semantics[c] == semantics[""]]
 
 
 def _note_outcome(outcome: Outcome) -> None:
